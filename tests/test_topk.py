@@ -1,0 +1,96 @@
+import pytest
+import torch
+
+from kernels import TopkConfig, ragged_topk, ragged_topk_launch, topk_launch_config, SINGLE_PASS_MAX_COLS
+from _helpers import INT_POISON, assert_topk_matches
+
+
+def _lengths_around(k, width, gen):
+    # rows shorter than k, equal to k, one past k, length 0, full width, over-long, and random
+    fixed = [0, 1, max(k - 1, 0), k, k + 1, width, width + 5]
+    rand = torch.randint(0, width + 1, (5,), generator=gen).tolist()
+    return torch.tensor([min(x, width + 5) for x in fixed + rand], dtype=torch.int32)
+
+
+@pytest.mark.parametrize("width,k", [(64, 1), (300, 7), (1000, 64), (1500, 100), (2100, 2048), (4096, 512),
+                                     (5000, 3000)])
+def test_topk_random_rows(device, width, k):
+    gen = torch.Generator().manual_seed(width * 31 + k)
+    lengths = _lengths_around(k, width, gen)
+    logits = torch.randn(len(lengths), width, generator=gen)
+    out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32)
+    ragged_topk(logits.to(device), lengths.to(device), k, out_dev := out.to(device))
+    assert_topk_matches(out_dev, logits, lengths, k)
+
+
+def test_topk_ties_and_negative_values(device):
+    gen = torch.Generator().manual_seed(7)
+    width, k = 700, 50
+    # few distinct values, negative and zero (both signs), so the threshold is tied
+    logits = torch.randint(-3, 3, (6, width), generator=gen).float() * 0.5
+    logits[0, :] = -0.0
+    logits[1, :] = 1.0
+    lengths = torch.tensor([width, width, 600, 51, 50, 333], dtype=torch.int32)
+    out = torch.full((6, k), INT_POISON, dtype=torch.int32, device=device)
+    ragged_topk(logits.to(device), lengths.to(device), k, out)
+    assert_topk_matches(out, logits, lengths, k)
+
+
+def test_topk_row_stride_and_unaligned_views(device):
+    gen = torch.Generator().manual_seed(11)
+    big = torch.randn(9, 1100, generator=gen)
+    logits = big[:, :1000]  # row stride 1100, not contiguous as a whole
+    lengths_all = torch.randint(0, 1001, (12,), generator=gen, dtype=torch.int32)
+    lengths = lengths_all[3:12]  # unaligned data pointer
+    out_all = torch.full((11, 40), INT_POISON, dtype=torch.int32)
+    out_dev = out_all.to(device)
+    ragged_topk(logits.to(device), lengths.to(device), 40, out_dev[1:10])
+    out_all = out_dev.cpu()
+    assert_topk_matches(out_all[1:10], logits, lengths, 40)
+    assert (out_all[0] == INT_POISON).all() and (out_all[10] == INT_POISON).all(), "wrote outside the view"
+
+
+def test_topk_streaming_path(device):
+    # wider than the single-pass limit: exercises the streaming path by shape
+    gen = torch.Generator().manual_seed(3)
+    width, k = SINGLE_PASS_MAX_COLS + 2000, 300
+    assert topk_launch_config(width).path == "streaming"
+    lengths = torch.tensor([width, SINGLE_PASS_MAX_COLS + 1, 299], dtype=torch.int32)
+    logits = torch.randn(3, width, generator=gen)
+    out = torch.full((3, k), INT_POISON, dtype=torch.int32, device=device)
+    ragged_topk(logits.to(device), lengths.to(device), k, out)
+    assert_topk_matches(out, logits, lengths, k)
+
+
+@pytest.mark.parametrize("block", [1024, 2048])
+def test_topk_streaming_constants_small_block(device, block):
+    # the streaming branch's code with a small chunk, so several chunk boundaries are crossed
+    gen = torch.Generator().manual_seed(block)
+    width, k = 5000, 900
+    lengths = torch.tensor([width, 4097, 1025, 901, 900, 0], dtype=torch.int32)
+    logits = torch.randn(len(lengths), width, generator=gen).round(decimals=1)  # many ties
+    out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
+    launch = ragged_topk_launch(logits.to(device), lengths.to(device), k, out,
+                                config=TopkConfig("streaming", block, 4, 256))
+    launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+
+
+def test_topk_buckets_are_finite():
+    configs = {topk_launch_config(w) for w in range(1, 200_000, 37)}
+    assert len(configs) <= 8
+
+
+@pytest.mark.parametrize("bad,exc,word", [
+    (dict(logits=torch.zeros(2, 8, dtype=torch.float16)), TypeError, "logits"),
+    (dict(lengths=torch.zeros(2, dtype=torch.int64)), TypeError, "lengths"),
+    (dict(out=torch.zeros(2, 3, dtype=torch.int32)), ValueError, "out"),
+    (dict(k=0), ValueError, "k"),
+    (dict(lengths=torch.zeros(3, dtype=torch.int32)), ValueError, "lengths"),
+])
+def test_topk_bad_input(bad, exc, word):
+    args = dict(logits=torch.zeros(2, 8), lengths=torch.zeros(2, dtype=torch.int32), k=4,
+                out=torch.zeros(2, 4, dtype=torch.int32))
+    args.update(bad)
+    with pytest.raises(exc, match=word):
+        ragged_topk(**args)
