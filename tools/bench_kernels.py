@@ -1,0 +1,221 @@
+"""Kernel benchmark on a GPU: prints a table and writes JSON (see docs/benchmarks.md).
+
+Measures, in one run: device copy bandwidth, the bf16 matrix rate, decode scoring
+(bf16/fp8, 32 heads x 128, page 64) at 64x32K, 256x8K, 8x32K columns, ragged top-k k=512 vs
+masked torch.topk, the full decode select, and prefill (4 x 2048 new tokens, 128K context,
+ratio 4). ``--sweep`` also times alternative launch configs to tune the dispatch functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import platform
+import sys
+
+import torch
+import triton
+from triton.testing import do_bench
+
+sys.path.insert(0, ".")
+from kernels import (decode_launch_config, decode_scores_launch, prefill_launch_config, prefill_logits_layout,  # noqa
+                     prefill_scores_launch, qsa_select_paged_decode, qsa_select_paged_prefill, ragged_topk,
+                     ragged_topk_launch, topk_launch_config)
+
+HEADS, HEAD_DIM, PAGE = 32, 128, 64
+
+
+def bench(fn, rep=200):
+    return do_bench(fn, warmup=25, rep=rep, return_mode="median")  # ms
+
+
+def copy_bandwidth():
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    ms = bench(lambda: b.copy_(a))
+    return 2 * n / ms / 1e9  # TB/s
+
+
+def matmul_rate():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    ms = bench(lambda: a @ b)
+    return 2 * 8192 ** 3 / ms / 1e9  # TFLOP/s
+
+
+def decode_inputs(reqs, columns, dtype, sets=1):
+    width = columns // PAGE
+    pages = max(reqs * width * sets, 1)
+    k_cache = torch.randn(pages, PAGE, 1, HEAD_DIM, device="cuda").to(dtype)
+    q = torch.randn(reqs, HEADS, HEAD_DIM, device="cuda").to(dtype)
+    perm = torch.randperm(pages, device="cuda").to(torch.int32)
+    tables = [perm[i * reqs * width:(i + 1) * reqs * width].view(reqs, width) for i in range(sets)]
+    visible = torch.full((reqs,), columns, dtype=torch.int32, device="cuda")
+    return q, k_cache, tables, visible
+
+
+def rotating(fns):
+    state = {"i": 0}
+
+    def call():
+        fns[state["i"] % len(fns)]()
+        state["i"] += 1
+    return call
+
+
+def decode_case(reqs, columns, dtype, sweep):
+    sets = max(1, (1 << 30) // (reqs * columns * HEAD_DIM * torch.empty((), dtype=dtype).element_size()))
+    sets = min(sets, 8)
+    q, k_cache, tables, visible = decode_inputs(reqs, columns, dtype, sets)
+    logits = torch.empty(reqs, columns, device="cuda")
+    bytes_moved = reqs * columns * (HEAD_DIM * k_cache.element_size() + 4) + reqs * HEADS * HEAD_DIM * q.element_size()
+    base = decode_launch_config(dtype, HEADS, HEAD_DIM, 1, reqs, columns)
+
+    def timed(cfg, rep=200):
+        launches = [decode_scores_launch(q, k_cache, t, visible, logits, 1, config=cfg) for t in tables]
+        return bench(rotating([l.run for l in launches]), rep=rep)
+    ms = timed(base)
+    result = {"reqs": reqs, "columns": columns, "dtype": str(dtype).split(".")[-1], "ms": ms,
+              "tbps": bytes_moved / ms / 1e9, "config": dataclasses.asdict(base)}
+    if sweep:
+        trials = []
+        for warps in ((1, 2, 4) if dtype == torch.float8_e4m3fn else (2, 4, 8)):
+            for stages in (2, 3, 4):
+                for tpp in (1, 2, 4, 8):
+                    cfg = dataclasses.replace(base, num_warps=warps, num_stages=stages, tiles_per_program=tpp)
+                    try:
+                        trials.append((timed(cfg, rep=50), warps, stages, tpp))
+                    except Exception as exc:  # noqa: BLE001 - a config may not fit
+                        trials.append((float("inf"), warps, stages, tpp, str(exc)[:80]))
+        trials.sort()
+        result["sweep_best"] = [dict(ms=t[0], tbps=bytes_moved / t[0] / 1e9, warps=t[1], stages=t[2], tpp=t[3])
+                                for t in trials[:5]]
+    return result, (q, k_cache, tables[0], visible, logits)
+
+
+def topk_case(logits, visible, k, sweep):
+    rows, cols = logits.shape
+    torch.manual_seed(0)
+    logits.copy_(torch.rand_like(logits))
+    out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    ours = bench(lambda: ragged_topk(logits, visible, k, out))
+    col = torch.arange(cols, device="cuda")
+
+    def masked_torch():
+        masked = logits.masked_fill(col[None, :] >= visible[:, None], float("-inf"))
+        return torch.topk(masked, k, dim=1)
+    theirs = bench(masked_torch)
+    got = logits.gather(1, out.long()).sort(dim=1, descending=True).values
+    exact = bool(torch.equal(got, masked_torch().values.sort(dim=1, descending=True).values))
+    result = {"rows": rows, "cols": cols, "k": k, "ms": ours, "torch_topk_ms": theirs, "ratio": ours / theirs,
+              "exact": exact}
+    if sweep:
+        base = topk_launch_config(cols)
+        trials = []
+        for warps in (4, 8, 16, 32):
+            cfg = dataclasses.replace(base, num_warps=warps)
+            launch = ragged_topk_launch(logits, visible, k, out, config=cfg)
+            try:
+                trials.append((bench(launch.run), warps))
+            except Exception as exc:  # noqa: BLE001
+                trials.append((float("inf"), warps, str(exc)[:80]))
+        result["sweep"] = sorted(trials)
+    return result
+
+
+def prefill_case(dtype, sweep, reqs=4, new_tokens=2048, context=131072, ratio=4, heads=HEADS):
+    columns = context // ratio
+    width = columns // PAGE
+    pages = reqs * width
+    k_cache = torch.randn(pages, PAGE, 1, HEAD_DIM, device="cuda").to(dtype)
+    rows = reqs * new_tokens
+    q = torch.randn(rows, heads, HEAD_DIM, device="cuda").to(dtype)
+    page_table = torch.randperm(pages, device="cuda").to(torch.int32).view(reqs, width)
+    qsl = torch.arange(0, rows + 1, new_tokens, dtype=torch.int32, device="cuda")
+    positions = (context - new_tokens + torch.arange(new_tokens, device="cuda")).repeat(reqs)
+    visible = ((positions + 1) // ratio).to(torch.int32)
+    flops = float(visible.double().sum()) * heads * HEAD_DIM * 2
+    logits_width, stride, rows_per_chunk = prefill_logits_layout(context, ratio, columns, 512)
+    chunk = min(rows, rows_per_chunk)
+    logits = torch.empty(chunk, stride, device="cuda")[:, :logits_width]
+    base = prefill_launch_config(dtype, heads, HEAD_DIM)
+
+    def scoring(cfg):
+        launches = [prefill_scores_launch(q, k_cache, page_table, qsl, visible, logits[:min(chunk, rows - s)],
+                                          new_tokens, s, min(chunk, rows - s), logits_width, config=cfg)
+                    for s in range(0, rows, chunk)]
+        return lambda: [l.run() for l in launches]
+    ms = bench(scoring(base), rep=300)
+    out = torch.empty(rows, 2048 // ratio, dtype=torch.int32, device="cuda")
+    select_ms = bench(lambda: qsa_select_paged_prefill(q, k_cache, page_table, qsl, visible, 2048, ratio, new_tokens,
+                                                       out, context), rep=300)
+    result = {"dtype": str(dtype).split(".")[-1], "heads": heads, "scoring_ms": ms, "tflops": flops / ms / 1e9,
+              "select_ms": select_ms, "config": dataclasses.asdict(base)}
+    if sweep:
+        trials = []
+        for tile_r in (4, 8, 16):
+            for warps in (4, 8):
+                for stages in (2, 3):
+                    for k_tiles in (16,):
+                        hp = base.heads_pad
+                        cfg = dataclasses.replace(base, tile_r=tile_r, num_warps=warps, num_stages=stages,
+                                                  k_tiles=k_tiles)
+                        if tile_r * hp > 512:
+                            continue
+                        try:
+                            t = bench(scoring(cfg), rep=100)
+                        except Exception as exc:  # noqa: BLE001
+                            t = float("inf")
+                        trials.append((t, tile_r, warps, stages, k_tiles))
+        trials.sort()
+        result["sweep_best"] = [dict(ms=t[0], tflops=flops / t[0] / 1e9, tile_r=t[1], warps=t[2], stages=t[3],
+                                     k_tiles=t[4]) for t in trials[:6]]
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", default="bench_kernels.json")
+    parser.add_argument("--sweep", action="store_true")
+    args = parser.parse_args()
+    report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+              "python": platform.python_version()}
+    report["copy_tbps"] = copy_bandwidth()
+    report["bf16_matmul_tflops"] = matmul_rate()
+    print(f"copy {report['copy_tbps']:.2f} TB/s   bf16 matmul {report['bf16_matmul_tflops']:.0f} TFLOP/s", flush=True)
+    report["decode"], report["topk"], report["select"] = [], [], []
+    for dtype in (torch.bfloat16, torch.float8_e4m3fn):
+        for reqs, cols in ((64, 32768), (256, 8192), (8, 32768)):
+            res, (q, k_cache, table, visible, logits) = decode_case(reqs, cols, dtype, args.sweep and reqs != 256)
+            res["of_copy"] = res["tbps"] / report["copy_tbps"]
+            report["decode"].append(res)
+            print(f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms']*1e3:8.1f} us {res['tbps']:.2f} TB/s "
+                  f"({res['of_copy']:.0%} of copy)", res.get("sweep_best", [None])[0], flush=True)
+            if dtype == torch.bfloat16:
+                t = topk_case(logits, visible, 512, args.sweep and reqs == 64)
+                report["topk"].append(t)
+                print(f"topk {reqs}x{cols} k=512 {t['ms']*1e3:.1f} us vs torch.topk {t['torch_topk_ms']*1e3:.1f} us "
+                      f"= {t['ratio']:.2f}x exact={t['exact']}", t.get("sweep"), flush=True)
+            out = torch.empty(reqs, 512, dtype=torch.int32, device="cuda")
+            ms = bench(lambda: qsa_select_paged_decode(q, k_cache, table, visible, 2048, 4, 1, out))
+            report["select"].append({"dtype": res["dtype"], "reqs": reqs, "cols": cols, "ms": ms})
+            print(f"select {res['dtype']} {reqs}x{cols} {ms*1e3:.1f} us", flush=True)
+            del q, k_cache, table, visible, logits
+            torch.cuda.empty_cache()
+    report["prefill"] = []
+    for dtype in (torch.bfloat16, torch.float8_e4m3fn):
+        p = prefill_case(dtype, args.sweep)
+        p["of_matmul"] = p["tflops"] / report["bf16_matmul_tflops"]
+        report["prefill"].append(p)
+        print(f"prefill {p['dtype']} scoring {p['scoring_ms']:.2f} ms {p['tflops']:.0f} TFLOP/s "
+              f"({p['of_matmul']:.0%} of bf16 matmul), select {p['select_ms']:.2f} ms", p.get("sweep_best"), flush=True)
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
