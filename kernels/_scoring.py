@@ -23,6 +23,7 @@ def score_columns(
     ROWS_PAD: tl.constexpr,
     HEADS_PAD: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    IMPRECISE_ACC: tl.constexpr,
 ):
     logical_page = tl.minimum(columns // PAGE_SIZE, page_table_width - 1)
     page_offset = columns % PAGE_SIZE
@@ -39,7 +40,9 @@ def score_columns(
     )
     if DOT_FP32:
         keys = keys.to(tl.float32)
-    scores = tl.dot(keys, query, out_dtype=tl.float32)
+    # fp8 on sm_90: wgmma accumulates at reduced precision unless promoted to fp32 every
+    # IMPRECISE_ACC products (Triton's default never promotes); ignored for bf16.
+    scores = tl.dot(keys, query, out_dtype=tl.float32, max_num_imprecise_acc=IMPRECISE_ACC)
     scores = tl.reshape(tl.maximum(scores, 0.0), (BLOCK_N, ROWS_PAD, HEADS_PAD))
     return tl.sum(scores, axis=2)  # [BLOCK_N, ROWS_PAD]
 

@@ -32,6 +32,8 @@ __all__ = ["DecodeConfig", "decode_launch_config", "decode_tiles_per_program", "
 DECODE_BLOCK_N = 64
 # Largest query tile (rows x padded heads) one program keeps as the dot operand.
 _MAX_QUERY_TILE = 256
+# Decode is memory-bound: promote fp8 products to fp32 after every wgmma (k=32), for free.
+FP8_PRECISE_ACC = 32
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class DecodeConfig:
     num_warps: int
     num_stages: int
     dot_fp32: bool
+    imprecise_acc: int  # fp8 only: products accumulated before promotion to fp32
 
 
 def decode_tiles_per_program(num_programs_at_one_tile: int) -> int:
@@ -74,8 +77,9 @@ def decode_launch_config(
     tile_width = query_group * heads_pad
     # Keep the fp32 accumulator near 64 registers a thread.
     num_warps = max(1, min(8, DECODE_BLOCK_N * tile_width // (32 * 64)))
-    if cache_dtype == torch.bfloat16:
-        num_warps = max(num_warps, 2)
+    # Floors measured on the H200 (tools/bench_kernels.py --sweep, docs/benchmarks.md):
+    # fp8 keeps more loads in flight with 4 warps, bf16 is fastest with 2.
+    num_warps = max(num_warps, 4 if cache_dtype == torch.float8_e4m3fn else 2)
     return DecodeConfig(
         block_n=DECODE_BLOCK_N,
         tiles_per_program=tiles_per_program,
@@ -84,6 +88,7 @@ def decode_launch_config(
         num_warps=num_warps,
         num_stages=2,
         dot_fp32=interpreting() and cache_dtype == torch.bfloat16,
+        imprecise_acc=FP8_PRECISE_ACC if cache_dtype == torch.float8_e4m3fn else 0,
     )
 
 
@@ -106,6 +111,7 @@ def _decode_scores_kernel(
     BLOCK_N: tl.constexpr,
     TILES_PER_PROG: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    IMPRECISE_ACC: tl.constexpr,
 ):
     NUM_COLUMNS: tl.constexpr = PAGE_TABLE_WIDTH * PAGE_SIZE
     BLOCK_D: tl.constexpr = max(16, triton.next_power_of_2(HEAD_DIM))
@@ -130,7 +136,7 @@ def _decode_scores_kernel(
         columns = tile * BLOCK_N + column_offsets
         score = score_columns(query, k_cache_ptr, table_row_ptr, columns, columns < max_visible,
                               PAGE_TABLE_WIDTH, PAGE_SIZE, HEAD_DIM, BLOCK_D, BLOCK_N, QUERY_GROUP,
-                              HEADS_PAD, DOT_FP32)
+                              HEADS_PAD, DOT_FP32, IMPRECISE_ACC)
         tl.store(logits_ptr + out_rows[None, :] + columns[:, None], score,
                  mask=valid_rows[None, :] & (columns[:, None] < visible[None, :]))
 
@@ -180,7 +186,7 @@ def decode_scores_launch(q, k_cache, page_table, visible_blocks, logits, decode_
         (q, k_cache, page_table, visible_blocks, logits, page_table.stride(0)),
         dict(NUM_HEADS=num_heads, HEAD_DIM=head_dim, PAGE_SIZE=page_size, PAGE_TABLE_WIDTH=page_table.shape[1],
              DECODE_QUERY_LEN=decode_query_len, QUERY_GROUP=cfg.query_group, HEADS_PAD=cfg.heads_pad,
-             BLOCK_N=cfg.block_n, TILES_PER_PROG=cfg.tiles_per_program, DOT_FP32=cfg.dot_fp32,
+             BLOCK_N=cfg.block_n, TILES_PER_PROG=cfg.tiles_per_program, DOT_FP32=cfg.dot_fp32, IMPRECISE_ACC=cfg.imprecise_acc,
              num_warps=cfg.num_warps, num_stages=cfg.num_stages),
     )
 

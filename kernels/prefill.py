@@ -33,6 +33,8 @@ DEFAULT_MAX_LOGITS_MB = 512
 SHARED_MEMORY_BUDGET = 200 * 1024
 _MAX_QUERY_TILE = 256
 _LOGITS_ROW_ALIGN = 64
+# fp8 products accumulated per promotion to fp32 in prefill (see tools/bench_kernels.py --sweep).
+PREFILL_FP8_IMPRECISE_ACC = 32
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class PrefillConfig:
     num_warps: int
     num_stages: int
     dot_fp32: bool
+    imprecise_acc: int  # fp8 only: products accumulated before promotion to fp32
 
 
 def _planned_shared_bytes(tile_width: int, block_d: int, block_n: int, stages: int, itemsize: int) -> int:
@@ -64,7 +67,8 @@ def prefill_launch_config(cache_dtype: torch.dtype, num_heads: int, head_dim: in
     tile_width = tile_r * heads_pad
     num_warps = 8 if tile_width >= 256 else 4
     return PrefillConfig(tile_r=tile_r, heads_pad=heads_pad, block_n=block_n, k_tiles=16, num_warps=num_warps,
-                         num_stages=stages, dot_fp32=interpreting() and cache_dtype == torch.bfloat16)
+                         num_stages=stages, dot_fp32=interpreting() and cache_dtype == torch.bfloat16,
+                         imprecise_acc=PREFILL_FP8_IMPRECISE_ACC if itemsize == 1 else 0)
 
 
 def prefill_logits_layout(max_seq_len: int, compress_ratio: int, num_columns: int,
@@ -104,6 +108,7 @@ def _prefill_scores_kernel(
     BLOCK_N: tl.constexpr,
     K_TILES: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    IMPRECISE_ACC: tl.constexpr,
 ):
     BLOCK_D: tl.constexpr = max(16, triton.next_power_of_2(HEAD_DIM))
     request = tl.program_id(0)
@@ -130,7 +135,7 @@ def _prefill_scores_kernel(
     for tile in tl.range(tile_start, tile_end):
         columns = tile * BLOCK_N + column_offsets
         score = score_columns(query, k_cache_ptr, table_row_ptr, columns, columns < max_visible, page_table_width,
-                              PAGE_SIZE, HEAD_DIM, BLOCK_D, BLOCK_N, TILE_R, HEADS_PAD, DOT_FP32)
+                              PAGE_SIZE, HEAD_DIM, BLOCK_D, BLOCK_N, TILE_R, HEADS_PAD, DOT_FP32, IMPRECISE_ACC)
         tl.store(logits_ptr + out_rows[None, :] + columns[:, None], score,
                  mask=valid_rows[None, :] & (columns[:, None] < visible[None, :]))
 
@@ -176,7 +181,7 @@ def prefill_scores_launch(q, k_cache, page_table, query_start_loc, visible_block
         (q, k_cache, page_table, query_start_loc, visible_blocks, logits, page_table.stride(0), logits.stride(0),
          num_rows, row_offset, page_table.shape[1], logits_width),
         dict(NUM_HEADS=num_heads, HEAD_DIM=head_dim, PAGE_SIZE=page_size, TILE_R=cfg.tile_r,
-             HEADS_PAD=cfg.heads_pad, BLOCK_N=cfg.block_n, K_TILES=cfg.k_tiles, DOT_FP32=cfg.dot_fp32,
+             HEADS_PAD=cfg.heads_pad, BLOCK_N=cfg.block_n, K_TILES=cfg.k_tiles, DOT_FP32=cfg.dot_fp32, IMPRECISE_ACC=cfg.imprecise_acc,
              num_warps=cfg.num_warps, num_stages=cfg.num_stages),
     )
 

@@ -2,7 +2,7 @@
 ``lengths[r]`` values (any order); rows with ``lengths[r] <= k`` get ``0..lengths[r]-1`` then -1.
 
 Algorithm: map each float32 to an int32 key with the same order, find the k-th largest key
-by a 32-step bisection over the key range (each step one count), then write every column
+(8 radix passes of 4-bit digit histograms, or 32 bisection counts), then write every column
 whose key is above the threshold plus the lowest-indexed columns equal to it, compacted with a
 prefix sum. Rows up to ``SINGLE_PASS_MAX_COLS`` wide stay in registers for all 32 counts
 (``single`` path); wider rows stream from memory for each count (``streaming`` path).
@@ -39,6 +39,7 @@ class TopkConfig:
     block: int
     num_warps: int
     out_block: int
+    radix: bool = True  # threshold search: 8 radix-16 passes (True) or 32 bisection steps
 
 
 def topk_launch_config(num_cols: int) -> TopkConfig:
@@ -49,7 +50,7 @@ def topk_launch_config(num_cols: int) -> TopkConfig:
     if num_cols > SINGLE_PASS_MAX_COLS:
         return TopkConfig("streaming", _STREAM_BLOCK, 16, _OUT_BLOCK)
     block = max(_MIN_BLOCK, triton.next_power_of_2(max(num_cols, 1)))
-    return TopkConfig("single", block, max(4, min(16, block // 1024)), _OUT_BLOCK)
+    return TopkConfig("single", block, max(4, min(32, block // 1024)), _OUT_BLOCK)
 
 
 @triton.jit
@@ -57,6 +58,11 @@ def _order_keys(values):
     # int32 keys whose signed order equals the float order (negatives: flip magnitude bits).
     bits = values.to(tl.int32, bitcast=True)
     return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+
+
+@triton.jit
+def _load_keys(row_ptr, cols, n):
+    return _order_keys(tl.load(row_ptr + cols, mask=cols < n, other=0.0))
 
 
 @triton.jit
@@ -68,9 +74,60 @@ def _count_at_least(row_ptr, keys, n, threshold, BLOCK: tl.constexpr, SINGLE: tl
         count = 0
         for start in range(0, n, BLOCK):
             cols = start + offsets
-            chunk = _order_keys(tl.load(row_ptr + cols, mask=cols < n, other=0.0))
-            count += tl.sum(((cols < n) & (chunk >= threshold)).to(tl.int32), axis=0)
+            count += tl.sum(((cols < n) & (_load_keys(row_ptr, cols, n) >= threshold)).to(tl.int32), axis=0)
     return count
+
+
+@triton.jit
+def _digit_histogram(row_ptr, keys, n, prefix, high_mask, shift, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    # Counts of the 4-bit digit at ``shift`` among keys whose higher bits equal ``prefix``
+    # (keys and prefix in unsigned order: the sign bit flipped).
+    offsets = tl.arange(0, BLOCK)
+    if SINGLE:
+        unsigned = keys ^ -2147483648
+        match = (offsets < n) & ((unsigned & high_mask) == prefix)
+        hist = tl.histogram((unsigned >> shift) & 15, 16, mask=match)
+    else:
+        hist = tl.zeros((16,), tl.int32)
+        for start in range(0, n, BLOCK):
+            cols = start + offsets
+            unsigned = _load_keys(row_ptr, cols, n) ^ -2147483648
+            match = (cols < n) & ((unsigned & high_mask) == prefix)
+            hist += tl.histogram((unsigned >> shift) & 15, 16, mask=match)
+    return hist
+
+
+@triton.jit
+def _kth_largest_radix(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    """(threshold key, ties to take): 8 passes of 4-bit digits, most significant first."""
+    digits = tl.arange(0, 16)
+    prefix = tl.full((), 0, tl.int32)
+    remaining = k
+    for step in range(8):
+        shift = 28 - 4 * step
+        # bits above this digit; 0 on the first pass
+        high_mask = (tl.full((), 0xFFFFFFFF, tl.int64) << (shift + 4)).to(tl.int32)
+        hist = _digit_histogram(row_ptr, keys, n, prefix, high_mask, shift, BLOCK, SINGLE)
+        at_least = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist  # count(digit >= d)
+        chosen = tl.max(tl.where(at_least >= remaining, digits, -1), axis=0)
+        remaining -= tl.sum(tl.where(digits > chosen, hist, 0), axis=0)
+        prefix = prefix | (chosen << shift)
+    return prefix ^ -2147483648, remaining
+
+
+@triton.jit
+def _kth_largest_bisect(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    """(threshold key, ties to take) by 32 halvings of the key range."""
+    # invariant: count(key >= lo) >= k > count(key >= hi)
+    lo = tl.full((), -2147483648, tl.int64)
+    hi = tl.full((), 2147483648, tl.int64)
+    for _ in range(32):
+        mid = (lo + hi) >> 1
+        count = _count_at_least(row_ptr, keys, n, mid.to(tl.int32), BLOCK, SINGLE)
+        lo = tl.where(count >= k, mid, lo)
+        hi = tl.where(count >= k, hi, mid)
+    threshold = lo.to(tl.int32)
+    return threshold, k - _count_at_least(row_ptr, keys, n, threshold + 1, BLOCK, SINGLE)
 
 
 @triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k"],
@@ -85,6 +142,7 @@ def _ragged_topk_kernel(
     k,
     BLOCK: tl.constexpr,
     SINGLE: tl.constexpr,
+    RADIX: tl.constexpr,
     OUT_BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0)
@@ -97,20 +155,14 @@ def _ragged_topk_kernel(
             idx = start + tl.arange(0, OUT_BLOCK)
             tl.store(out_row_ptr + idx, tl.where(idx < n, idx, -1), mask=idx < k)
     else:
-        keys = offsets  # placeholder for the streaming path, which reloads per count
+        keys = offsets  # the streaming path reloads keys in every pass instead
         if SINGLE:
-            keys = _order_keys(tl.load(row_ptr + offsets, mask=offsets < n, other=0.0))
-        # Bisection invariant: count(key >= lo) >= k > count(key >= hi).
-        lo = tl.full((), -2147483648, tl.int64)
-        hi = tl.full((), 2147483648, tl.int64)
-        for _ in range(32):
-            mid = (lo + hi) >> 1
-            count = _count_at_least(row_ptr, keys, n, mid.to(tl.int32), BLOCK, SINGLE)
-            lo = tl.where(count >= k, mid, lo)
-            hi = tl.where(count >= k, hi, mid)
-        threshold = lo.to(tl.int32)
+            keys = _load_keys(row_ptr, offsets, n)
+        if RADIX:
+            threshold, ties_needed = _kth_largest_radix(row_ptr, keys, n, k, BLOCK, SINGLE)
+        else:
+            threshold, ties_needed = _kth_largest_bisect(row_ptr, keys, n, k, BLOCK, SINGLE)
         # Columns above the threshold are all taken; ties at it fill the rest, lowest index first.
-        ties_needed = k - _count_at_least(row_ptr, keys, n, threshold + 1, BLOCK, SINGLE)
         written = 0
         ties_seen = 0
         for start in range(0, n, BLOCK):
@@ -119,7 +171,7 @@ def _ragged_topk_kernel(
             if SINGLE:
                 chunk = keys
             else:
-                chunk = _order_keys(tl.load(row_ptr + cols, mask=in_row, other=0.0))
+                chunk = _load_keys(row_ptr, cols, n)
             above = in_row & (chunk > threshold)
             tie = in_row & (chunk == threshold)
             tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) + ties_seen
@@ -151,7 +203,8 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
         _ragged_topk_kernel,
         (rows,),
         (logits, lengths, out, logits.stride(0), out.stride(0), num_cols, k),
-        dict(BLOCK=cfg.block, SINGLE=cfg.path == "single", OUT_BLOCK=cfg.out_block, num_warps=cfg.num_warps),
+        dict(BLOCK=cfg.block, SINGLE=cfg.path == "single", RADIX=cfg.radix, OUT_BLOCK=cfg.out_block,
+             num_warps=cfg.num_warps),
     )
 
 

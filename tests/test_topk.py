@@ -62,8 +62,9 @@ def test_topk_streaming_path(device):
     assert_topk_matches(out, logits, lengths, k)
 
 
+@pytest.mark.parametrize("radix", [True, False])
 @pytest.mark.parametrize("block", [1024, 2048])
-def test_topk_streaming_constants_small_block(device, block):
+def test_topk_streaming_constants_small_block(device, block, radix):
     # the streaming branch's code with a small chunk, so several chunk boundaries are crossed
     gen = torch.Generator().manual_seed(block)
     width, k = 5000, 900
@@ -71,7 +72,7 @@ def test_topk_streaming_constants_small_block(device, block):
     logits = torch.randn(len(lengths), width, generator=gen).round(decimals=1)  # many ties
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
     launch = ragged_topk_launch(logits.to(device), lengths.to(device), k, out,
-                                config=TopkConfig("streaming", block, 4, 256))
+                                config=TopkConfig("streaming", block, 4, 256, radix=radix))
     launch.run()
     assert_topk_matches(out, logits, lengths, k)
 
@@ -94,3 +95,16 @@ def test_topk_bad_input(bad, exc, word):
     args.update(bad)
     with pytest.raises(exc, match=word):
         ragged_topk(**args)
+
+
+@pytest.mark.parametrize("radix", [True, False])
+def test_topk_single_path_both_searches(device, radix):
+    gen = torch.Generator().manual_seed(21)
+    width, k = 3000, 333
+    lengths = torch.tensor([width, 334, 333, 2000, 0], dtype=torch.int32)
+    logits = torch.randn(len(lengths), width, generator=gen).round(decimals=2) - 0.5  # ties, both signs
+    out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
+    cfg = topk_launch_config(width)
+    ragged_topk_launch(logits.to(device), lengths.to(device), k, out, config=TopkConfig(
+        cfg.path, cfg.block, cfg.num_warps, cfg.out_block, radix=radix)).run()
+    assert_topk_matches(out, logits, lengths, k)

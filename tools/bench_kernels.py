@@ -115,13 +115,14 @@ def topk_case(logits, visible, k, sweep):
     if sweep:
         base = topk_launch_config(cols)
         trials = []
-        for warps in (4, 8, 16, 32):
-            cfg = dataclasses.replace(base, num_warps=warps)
-            launch = ragged_topk_launch(logits, visible, k, out, config=cfg)
-            try:
-                trials.append((bench(launch.run), warps))
-            except Exception as exc:  # noqa: BLE001
-                trials.append((float("inf"), warps, str(exc)[:80]))
+        for radix in (True, False):
+            for warps in (8, 16, 32):
+                cfg = dataclasses.replace(base, num_warps=warps, radix=radix)
+                launch = ragged_topk_launch(logits, visible, k, out, config=cfg)
+                try:
+                    trials.append((bench(launch.run), "radix" if radix else "bisect", warps))
+                except Exception as exc:  # noqa: BLE001
+                    trials.append((float("inf"), radix, warps, str(exc)[:80]))
         result["sweep"] = sorted(trials)
     return result
 
@@ -158,21 +159,21 @@ def prefill_case(dtype, sweep, reqs=4, new_tokens=2048, context=131072, ratio=4,
         trials = []
         for tile_r in (4, 8, 16):
             for warps in (4, 8):
-                for stages in (2, 3):
-                    for k_tiles in (16,):
+                for stages in (2,):
+                    for acc in ((32, 128) if dtype == torch.float8_e4m3fn else (0,)):
                         hp = base.heads_pad
                         cfg = dataclasses.replace(base, tile_r=tile_r, num_warps=warps, num_stages=stages,
-                                                  k_tiles=k_tiles)
+                                                  imprecise_acc=acc)
                         if tile_r * hp > 512:
                             continue
                         try:
                             t = bench(scoring(cfg), rep=100)
                         except Exception as exc:  # noqa: BLE001
                             t = float("inf")
-                        trials.append((t, tile_r, warps, stages, k_tiles))
+                        trials.append((t, tile_r, warps, stages, acc))
         trials.sort()
         result["sweep_best"] = [dict(ms=t[0], tflops=flops / t[0] / 1e9, tile_r=t[1], warps=t[2], stages=t[3],
-                                     k_tiles=t[4]) for t in trials[:6]]
+                                     imprecise_acc=t[4]) for t in trials[:6]]
     return result
 
 
@@ -196,7 +197,7 @@ def main():
             print(f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms']*1e3:8.1f} us {res['tbps']:.2f} TB/s "
                   f"({res['of_copy']:.0%} of copy)", res.get("sweep_best", [None])[0], flush=True)
             if dtype == torch.bfloat16:
-                t = topk_case(logits, visible, 512, args.sweep and reqs == 64)
+                t = topk_case(logits, visible, 512, args.sweep and reqs != 256)
                 report["topk"].append(t)
                 print(f"topk {reqs}x{cols} k=512 {t['ms']*1e3:.1f} us vs torch.topk {t['torch_topk_ms']*1e3:.1f} us "
                       f"= {t['ratio']:.2f}x exact={t['exact']}", t.get("sweep"), flush=True)
