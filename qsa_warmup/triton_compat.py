@@ -35,7 +35,7 @@ __all__ = [
     "GPUTarget", "parse_target", "target_name", "current_gpu_target", "OfflineDriver", "active_driver",
     "RequestedVariant", "capture_requests", "compile_launch", "CompiledInfo", "compiled_info", "file_cache_dirname",
     "toolchain_parts", "triton_cache_dir", "use_triton_cache_dir", "compilation_listener", "RelocatingCacheManager",
-    "group_file_paths", "repoint_group_file", "is_jit_function",
+    "group_file_paths", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
 ]
 
 _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
@@ -283,3 +283,15 @@ def repoint_group_file(path: str) -> bool:
         json.dump(data, f)
     os.replace(tmp, path)
     return True
+
+
+def set_triton_cache(path: str, manager_class=None) -> None:
+    """Point this process's Triton file cache at ``path`` (for worker processes)."""
+    knobs.cache.dir = path
+    knobs.cache.manager_class = manager_class or RelocatingCacheManager
+
+
+def set_active_target(target: GPUTarget | None) -> None:
+    """Make the offline driver for ``target`` active for the rest of this process."""
+    if target is not None:
+        _driver_config.set_active(OfflineDriver(target))

@@ -1,0 +1,29 @@
+"""qsa-warmup: plan, prebuild, check and load every QSA kernel specialization ahead of serving.
+
+Attributes are imported on first use, so ``python -m qsa_warmup`` can configure Triton before
+the kernels are defined.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = [
+    "DeploymentConfig", "load_config", "PRESETS", "build_plan", "Plan", "PlannedSpec", "KernelCache",
+    "prebuild", "check_plan", "BuildReport", "trace_envelope", "warmup", "WarmupReport",
+    "ConfigError", "CacheError", "StrictModeError", "WarmupUnavailable",
+]
+
+_WHERE = {
+    "DeploymentConfig": "config", "load_config": "config", "PRESETS": "config",
+    "build_plan": "planner", "Plan": "planner", "PlannedSpec": "planner",
+    "KernelCache": "cache", "prebuild": "engine", "check_plan": "engine", "BuildReport": "engine",
+    "trace_envelope": "trace", "warmup": "hook", "WarmupReport": "hook",
+    "ConfigError": "errors", "CacheError": "errors", "StrictModeError": "errors", "WarmupUnavailable": "errors",
+}
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    raise AttributeError(f"module 'qsa_warmup' has no attribute {name!r}")

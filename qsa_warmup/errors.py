@@ -1,0 +1,35 @@
+"""Exceptions, each a subclass of the builtin a caller would catch, carrying its context."""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "CacheError", "StrictModeError", "WarmupUnavailable"]
+
+
+class ConfigError(ValueError):
+    """A deployment config or knob value is invalid; ``field`` names it."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class CacheError(OSError):
+    """The cache folder cannot be used as asked (``path`` names the file or folder)."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class StrictModeError(RuntimeError):
+    """A kernel was about to JIT-compile after warmup under strict mode ``error``."""
+
+    def __init__(self, requested: str, closest: str | None):
+        hint = f"; closest planned: {closest}" if closest else ""
+        super().__init__(f"JIT compile after warmup: {requested}{hint}")
+        self.requested = requested
+        self.closest = closest
+
+
+class WarmupUnavailable(RuntimeError):
+    """Warmup cannot run in this process (e.g. TRITON_INTERPRET=1)."""

@@ -1,0 +1,66 @@
+"""Every environment knob qsa_warmup reads, in one typed module (no other module reads os.environ).
+
+Values are read when asked for, never at import time, so a test or a server can set them late.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import ConfigError
+
+__all__ = ["cache_dir", "strict_mode", "lock_timeout", "jobs", "interpreter_requested", "CACHE_DIR_ENV",
+           "STRICT_ENV", "LOCK_TIMEOUT_ENV", "JOBS_ENV", "STRICT_MODES"]
+
+CACHE_DIR_ENV = "QSA_WARMUP_CACHE_DIR"
+STRICT_ENV = "QSA_WARMUP_STRICT"
+LOCK_TIMEOUT_ENV = "QSA_WARMUP_LOCK_TIMEOUT"
+JOBS_ENV = "QSA_WARMUP_JOBS"
+STRICT_MODES = ("off", "warn", "error")
+
+
+def cache_dir() -> str:
+    """``$QSA_WARMUP_CACHE_DIR``, else the per-user cache folder (platformdirs)."""
+    value = os.environ.get(CACHE_DIR_ENV)
+    if value:
+        return os.path.abspath(os.path.expanduser(value))
+    import platformdirs
+
+    return platformdirs.user_cache_dir("qsa-warmup")
+
+
+def strict_mode() -> str:
+    value = os.environ.get(STRICT_ENV, "off").strip().lower() or "off"
+    if value not in STRICT_MODES:
+        raise ConfigError(STRICT_ENV, f"must be one of {', '.join(STRICT_MODES)}, got {value!r}")
+    return value
+
+
+def lock_timeout() -> float:
+    """Seconds a process waits for another's compile of the same spec before compiling itself."""
+    value = os.environ.get(LOCK_TIMEOUT_ENV, "600")
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ConfigError(LOCK_TIMEOUT_ENV, f"must be a number of seconds, got {value!r}") from None
+    if seconds <= 0:
+        raise ConfigError(LOCK_TIMEOUT_ENV, f"must be positive, got {value!r}")
+    return seconds
+
+
+def jobs() -> int:
+    value = os.environ.get(JOBS_ENV)
+    if not value:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        n = int(value)
+    except ValueError:
+        raise ConfigError(JOBS_ENV, f"must be an integer, got {value!r}") from None
+    if n < 1:
+        raise ConfigError(JOBS_ENV, f"must be >= 1, got {n}")
+    return n
+
+
+def interpreter_requested() -> bool:
+    """TRITON_INTERPRET is Triton's knob; warmup needs compiled kernels, so it must be off."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
