@@ -33,8 +33,11 @@ DEFAULT_MAX_LOGITS_MB = 512
 SHARED_MEMORY_BUDGET = 200 * 1024
 _MAX_QUERY_TILE = 256
 _LOGITS_ROW_ALIGN = 64
-# fp8 products accumulated per promotion to fp32 in prefill (see tools/bench_kernels.py --sweep).
-PREFILL_FP8_IMPRECISE_ACC = 32
+# fp8 products accumulated per promotion to fp32 in prefill. Prefill is compute-bound: one
+# promotion per 128-deep dot (Triton's sm_90 default) ran at 812 TFLOP/s on the H200, full
+# promotion (32) at 453 (docs/benchmarks.md); the extra error (~3e-3 relative) is far below
+# the e4m3 quantization of q and k themselves.
+PREFILL_FP8_IMPRECISE_ACC = 128
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ def prefill_launch_config(cache_dtype: torch.dtype, num_heads: int, head_dim: in
     num_warps = 8 if tile_width >= 256 else 4
     return PrefillConfig(tile_r=tile_r, heads_pad=heads_pad, block_n=block_n, k_tiles=16, num_warps=num_warps,
                          num_stages=stages, dot_fp32=interpreting() and cache_dtype == torch.bfloat16,
-                         imprecise_acc=PREFILL_FP8_IMPRECISE_ACC if itemsize == 1 else 0)
+                         imprecise_acc=min(PREFILL_FP8_IMPRECISE_ACC, block_d) if itemsize == 1 else 0)
 
 
 def prefill_logits_layout(max_seq_len: int, compress_ratio: int, num_columns: int,

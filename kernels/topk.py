@@ -39,7 +39,9 @@ class TopkConfig:
     block: int
     num_warps: int
     out_block: int
-    radix: bool = True  # threshold search: 8 radix-16 passes (True) or 32 bisection steps
+    # threshold search: 8 radix-16 histogram passes, or 32 bisection counts (faster on the H200:
+    # 108 vs 123 us at 64 x 32K, docs/benchmarks.md)
+    radix: bool = False
 
 
 def topk_launch_config(num_cols: int) -> TopkConfig:
