@@ -51,7 +51,10 @@ def _resolve(args):
         raise ConfigError("--preset", "give --config or --preset, not both")
     cfg = load_config(args.config, args.preset)
     if args.target:
-        tc.parse_target(args.target)
+        try:
+            tc.parse_target(args.target)
+        except ValueError as exc:
+            raise ConfigError("--target", str(exc)) from None
         target = args.target
     else:
         gpu = tc.current_gpu_target()

@@ -108,16 +108,22 @@ def build_spec(cache: KernelCache, cfg: DeploymentConfig, target: str, fp, spec:
 
 # -- worker processes -----------------------------------------------------------------------
 
+# The parent's plan, inherited by forked workers so that they do not plan again.
+_inherited: dict[tuple[str, str], Plan] = {}
+
+
 @functools.lru_cache(maxsize=4)
 def _worker_plan(cfg_json: str, target: str) -> tuple[Plan, dict]:
-    cfg = DeploymentConfig.from_dict(json.loads(cfg_json))
-    plan = build_plan(cfg, target)
+    plan = _inherited.get((cfg_json, target))
+    if plan is None:
+        plan = build_plan(DeploymentConfig.from_dict(json.loads(cfg_json)), target)
     return plan, plan.by_id()
 
 
 def _worker_init(cache_root: str, target: str) -> None:
     logging.basicConfig(level=logging.WARNING)
     tc.set_triton_cache(os.path.join(cache_root, "triton"))
+    tc.store_binaries_only(True)
     tc.set_active_target(tc.parse_target(target))
 
 
@@ -144,14 +150,18 @@ def _pool_context():
 
 
 def prebuild(cfg: DeploymentConfig, target: str, cache: KernelCache, *, jobs: int | None = None,
-             progress: Callable[[SpecResult, int, int], None] | None = None, plan: Plan | None = None) -> BuildReport:
-    """Build every planned spec into ``cache`` for ``target``; returns what was done."""
+             progress: Callable[[SpecResult, int, int], None] | None = None, plan: Plan | None = None,
+             lock_timeout: float | None = None) -> BuildReport:
+    """Build every planned spec into ``cache`` for ``target``; returns what was done.
+
+    ``lock_timeout``: seconds to wait for another process's compile of a spec (default
+    $QSA_WARMUP_LOCK_TIMEOUT), after which this process compiles it itself."""
     start = time.perf_counter()
     cache.ensure_dirs()
     plan = plan or build_plan(cfg, target)
     fp = current_fingerprint(target)
     cache.write_manifest(cfg, target, fp, [s.id for s in plan.specs])
-    lock_timeout = knobs.lock_timeout()
+    lock_timeout = knobs.lock_timeout() if lock_timeout is None else lock_timeout
     results: list[SpecResult] = []
     todo = []
     for spec in plan.specs:  # cheap pass in this process: most of a warm cache needs no pool
@@ -164,6 +174,7 @@ def prebuild(cfg: DeploymentConfig, target: str, cache: KernelCache, *, jobs: in
     jobs = max(1, min(jobs or knobs.jobs(), len(todo))) if todo else 0
     if todo:
         cfg_json = json.dumps(cfg.to_dict(), sort_keys=True)
+        _inherited[(cfg_json, target)] = plan  # fork copies it (and triton_key(), computed above)
         with cf.ProcessPoolExecutor(jobs, mp_context=_pool_context(), initializer=_worker_init,
                                     initargs=(cache.root, target)) as pool:
             futures = [pool.submit(_worker_build, cfg_json, target, cache.root, sid, lock_timeout) for sid in todo]

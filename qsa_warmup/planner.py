@@ -21,7 +21,7 @@ from kernels import TensorMeta
 from . import triton_compat as tc
 from .config import DeploymentConfig
 
-__all__ = ["PlannedSpec", "Plan", "build_plan", "torch_dtype", "short_dtype"]
+__all__ = ["PlannedSpec", "Plan", "build_plan", "launch_for", "kernels_digest", "torch_dtype", "short_dtype"]
 
 _TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn, "int32": torch.int32,
                  "int64": torch.int64}
@@ -44,6 +44,7 @@ class PlannedSpec:
     launch: kernels.KernelLaunch
     key: str = ""  # Triton's in-memory cache key for this launch on the target
     detail: str = ""
+    point: tuple = ()  # the envelope point launch_for() rebuilds the launch from
 
     @property
     def key_digest(self) -> str:
@@ -62,9 +63,45 @@ class Plan:
     def by_request(self) -> dict[tuple[str, str], PlannedSpec]:
         return {(s.kernel, s.key): s for s in self.specs}
 
+    def to_memo(self) -> list:
+        return [{"id": s.id, "family": s.family, "kernel": s.kernel, "point": list(s.point), "key": s.key,
+                 "detail": s.detail} for s in self.specs]
+
 
 def _i32(*shape, misalign=0):
     return TensorMeta(shape, torch.int32, misalign=misalign)
+
+
+def launch_for(cfg: DeploymentConfig, family: str, point: tuple) -> kernels.KernelLaunch:
+    """The launch ``kernels`` builds at one point of the envelope (serializable ``point``)."""
+    if family == "decode":
+        dtype_name, dql, num_reqs = point
+        dtype, rows = torch_dtype(dtype_name), num_reqs * dql
+        return kernels.decode_scores_launch(
+            TensorMeta((rows, cfg.num_heads, cfg.head_dim), dtype), TensorMeta((1, cfg.page_size, 1, cfg.head_dim), dtype),
+            _i32(num_reqs, cfg.page_table_width, misalign=4), _i32(rows, misalign=4),
+            TensorMeta((rows, cfg.num_columns), torch.float32), dql)
+    if family == "prefill":
+        (dtype_name,) = point
+        dtype, rows = torch_dtype(dtype_name), cfg.max_num_batched_tokens
+        width, stride, _ = kernels.prefill_logits_layout(cfg.num_columns * cfg.compress_ratio, cfg.compress_ratio,
+                                                         cfg.num_columns, cfg.max_logits_mb)
+        return kernels.prefill_scores_launch(
+            TensorMeta((rows, cfg.num_heads, cfg.head_dim), dtype), TensorMeta((1, cfg.page_size, 1, cfg.head_dim), dtype),
+            _i32(2, cfg.page_table_width, misalign=4), _i32(3, misalign=4), _i32(rows, misalign=4),
+            TensorMeta((rows, width), torch.float32, stride=(stride, 1)), rows, 0, rows, width)
+    if family == "topk":
+        width, stride = point
+        k = cfg.block_topk
+        return kernels.ragged_topk_launch(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
+                                          _i32(2, misalign=4), k, _i32(2, k, misalign=4))
+    if family == "expand":
+        (pos_name,) = point
+        return kernels.expand_launch(
+            _i32(2, cfg.block_topk, misalign=4), TensorMeta((2,), torch_dtype(pos_name), misalign=4),
+            _i32(2, misalign=4), cfg.compress_ratio, cfg.token_topk,
+            _i32(2, cfg.token_topk + cfg.compress_ratio, misalign=4))
+    raise ValueError(f"unknown kernel family {family!r}")
 
 
 def _decode_points(cfg: DeploymentConfig):
@@ -74,64 +111,39 @@ def _decode_points(cfg: DeploymentConfig):
             max_reqs = min(cfg.max_num_reqs, cfg.max_num_batched_tokens // dql)
             seen = set()
             for num_reqs in range(1, max_reqs + 1):
-                launch_cfg = kernels.decode_launch_config(dtype, cfg.num_heads, cfg.head_dim, dql, num_reqs,
-                                                          cfg.num_columns)
-                if launch_cfg in seen:
-                    continue
-                seen.add(launch_cfg)
-                rows = num_reqs * dql
-                launch = kernels.decode_scores_launch(
-                    TensorMeta((rows, cfg.num_heads, cfg.head_dim), dtype),
-                    TensorMeta((1, cfg.page_size, 1, cfg.head_dim), dtype),
-                    _i32(num_reqs, cfg.page_table_width, misalign=4), _i32(rows, misalign=4),
-                    TensorMeta((rows, cfg.num_columns), torch.float32), dql)
-                c = launch_cfg
-                yield ("decode", f"decode.{short_dtype(dtype_name)}.dql{dql}.qg{c.query_group}.tpp{c.tiles_per_program}"
-                       f".w{c.num_warps}", launch, f"first reached at {num_reqs} requests")
+                c = kernels.decode_launch_config(dtype, cfg.num_heads, cfg.head_dim, dql, num_reqs, cfg.num_columns)
+                if c not in seen:
+                    seen.add(c)
+                    yield ("decode", f"decode.{short_dtype(dtype_name)}.dql{dql}.qg{c.query_group}"
+                           f".tpp{c.tiles_per_program}.w{c.num_warps}", (dtype_name, dql, num_reqs),
+                           f"first reached at {num_reqs} requests")
 
 
 def _prefill_points(cfg: DeploymentConfig):
-    rows = cfg.max_num_batched_tokens
     for dtype_name in cfg.cache_dtypes:
-        dtype = torch_dtype(dtype_name)
-        width, stride, _ = kernels.prefill_logits_layout(cfg.num_columns * cfg.compress_ratio, cfg.compress_ratio,
-                                                         cfg.num_columns, cfg.max_logits_mb)
-        launch = kernels.prefill_scores_launch(
-            TensorMeta((rows, cfg.num_heads, cfg.head_dim), dtype),
-            TensorMeta((1, cfg.page_size, 1, cfg.head_dim), dtype),
-            _i32(2, cfg.page_table_width, misalign=4), _i32(3, misalign=4), _i32(rows, misalign=4),
-            TensorMeta((rows, width), torch.float32, stride=(stride, 1)), rows, 0, rows, width)
-        c = kernels.prefill_launch_config(dtype, cfg.num_heads, cfg.head_dim)
-        yield ("prefill", f"prefill.{short_dtype(dtype_name)}.tr{c.tile_r}.w{c.num_warps}", launch,
+        c = kernels.prefill_launch_config(torch_dtype(dtype_name), cfg.num_heads, cfg.head_dim)
+        yield ("prefill", f"prefill.{short_dtype(dtype_name)}.tr{c.tile_r}.w{c.num_warps}", (dtype_name,),
                "row counts, chunk offsets and widths are runtime values")
 
 
 def _topk_points(cfg: DeploymentConfig):
-    # Decode scores the full table width; prefill scores widths that are multiples of 64
-    # (kernels.prefill_logits_layout) up to it. Each width is asked of the dispatch function.
-    layouts = {(cfg.num_columns, cfg.num_columns)}
-    for seq_len in range(1, cfg.num_columns * cfg.compress_ratio + 1, 64 * cfg.compress_ratio):
-        width, stride, _ = kernels.prefill_logits_layout(seq_len, cfg.compress_ratio, cfg.num_columns,
-                                                         cfg.max_logits_mb)
-        layouts.add((width, stride))
-    width, stride, _ = kernels.prefill_logits_layout(cfg.num_columns * cfg.compress_ratio, cfg.compress_ratio,
-                                                     cfg.num_columns, cfg.max_logits_mb)
-    layouts.add((width, stride))
-    k = cfg.block_topk
-    for width, stride in sorted(layouts):
-        launch = kernels.ragged_topk_launch(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
-                                            _i32(2, misalign=4), k, _i32(2, k, misalign=4))
+    # Decode scores the full table width (row stride = width). Prefill scores widths in steps of
+    # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
+    # contract), so one prefill layout per top-k launch config stands for all of its widths.
+    yield ("topk", None, (cfg.num_columns, cfg.num_columns), "decode layout")
+    seen = set()
+    for seq_len in range(1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio):
+        width, stride, _ = kernels.prefill_logits_layout(min(seq_len, cfg.num_columns * cfg.compress_ratio),
+                                                         cfg.compress_ratio, cfg.num_columns, cfg.max_logits_mb)
         c = kernels.topk_launch_config(width)
-        yield ("topk", f"topk.{c.path}.b{c.block}.w{c.num_warps}", launch, f"width {width}, row stride {stride}")
+        if c not in seen:
+            seen.add(c)
+            yield ("topk", None, (width, stride), f"prefill widths from {width}")
 
 
 def _expand_points(cfg: DeploymentConfig):
     for pos_name in cfg.position_dtypes:
-        launch = kernels.expand_launch(
-            _i32(2, cfg.block_topk, misalign=4), TensorMeta((2,), torch_dtype(pos_name), misalign=4),
-            _i32(2, misalign=4), cfg.compress_ratio, cfg.token_topk,
-            _i32(2, cfg.token_topk + cfg.compress_ratio, misalign=4))
-        yield ("expand", f"expand.{short_dtype(pos_name)}", launch, "")
+        yield ("expand", f"expand.{short_dtype(pos_name)}", (pos_name,), "")
 
 
 def request_key(launch: kernels.KernelLaunch) -> tuple[str, str]:
@@ -144,18 +156,48 @@ def request_key(launch: kernels.KernelLaunch) -> tuple[str, str]:
     return seen[0].kernel, seen[0].key
 
 
-def build_plan(cfg: DeploymentConfig, target: str | None = None) -> Plan:
-    """The plan for ``cfg`` on ``target`` (default: the config's). Needs compiled-mode Triton."""
+def kernels_digest() -> str:
+    """Identity of the code a plan is computed from (kernels and this planner)."""
+    import os
+
+    h = hashlib.sha256()
+    folders = [os.path.dirname(kernels.__file__)]
+    for folder in folders:
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(name.encode() + b"\0" + f.read())
+    with open(__file__, "rb") as f:
+        h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: bool = True,
+               memo: list | None = None) -> Plan:
+    """The plan for ``cfg`` on ``target`` (default: the config's). Needs compiled-mode Triton.
+
+    ``offline=False`` binds under the real driver (a serving process on that target's GPU), so
+    Triton's per-device binder state is the real device's. ``memo`` is a plan's
+    :meth:`Plan.to_memo` from the same config, target, toolchain and :func:`kernels_digest`:
+    it skips the envelope walk and the binder probes."""
     target_name = target or cfg.target
-    gpu_target = tc.parse_target(target_name)
+    if memo is not None:
+        specs = [PlannedSpec(m["id"], m["family"], m["kernel"], launch_for(cfg, m["family"], tuple(m["point"])),
+                             m["key"], m["detail"], tuple(m["point"])) for m in memo]
+        return Plan(cfg, target_name, specs)
+    gpu_target = tc.parse_target(target_name) if offline else None
     specs: list[PlannedSpec] = []
     seen: dict[tuple[str, str], PlannedSpec] = {}
     ids: dict[str, int] = {}
     with tc.active_driver(gpu_target):
         for points in (_decode_points, _prefill_points, _topk_points, _expand_points):
-            for family, spec_id, launch, detail in points(cfg):
+            for family, spec_id, point, detail in points(cfg):
+                launch = launch_for(cfg, family, point)
                 if not tc.is_jit_function(launch.kernel):
                     raise RuntimeError("kernels were imported under TRITON_INTERPRET=1; warmup needs compiled kernels")
+                if spec_id is None:  # top-k: named by the launch it makes
+                    o = launch.options
+                    spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
                 kernel, key = request_key(launch)
                 if (kernel, key) in seen:
                     continue
@@ -164,7 +206,7 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None) -> Plan:
                     spec_id = f"{spec_id}.v{ids[spec_id]}"
                 else:
                     ids[spec_id] = 1
-                spec = PlannedSpec(spec_id, family, kernel, launch, key, detail)
+                spec = PlannedSpec(spec_id, family, kernel, launch, key, detail, point)
                 seen[(kernel, key)] = spec
                 specs.append(spec)
     return Plan(cfg, target_name, specs)

@@ -15,6 +15,7 @@ A Triton upgrade should touch this file only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ import triton
 from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
+import triton.runtime.cache as _runtime_cache
 from triton.runtime.cache import FileCacheManager, _base32, triton_key
 from triton.runtime.driver import driver as _driver_config
 
@@ -36,6 +38,8 @@ __all__ = [
     "RequestedVariant", "capture_requests", "compile_launch", "CompiledInfo", "compiled_info", "file_cache_dirname",
     "toolchain_parts", "triton_cache_dir", "use_triton_cache_dir", "compilation_listener", "RelocatingCacheManager",
     "group_file_paths", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
+    "make_layered_manager", "install_cache_manager", "store_binaries_only", "install_memoized_toolchain_identity",
+    "device_context", "init_handles", "install_jit_cache_hook",
 ]
 
 _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
@@ -192,17 +196,17 @@ def toolchain_parts(target: GPUTarget) -> dict[str, str]:
     """What Triton folds into every cache key besides the kernel: a change of any part means
     a cache built before cannot hit."""
     from triton._C.libtriton import get_cache_invalidating_env_vars
-    from triton.backends.nvidia.compiler import get_ptxas_version
+    from triton.backends.nvidia import compiler as nv_compiler
 
     try:
-        ptxas = get_ptxas_version(target.arch).strip().splitlines()[-1]
+        ptxas = nv_compiler.get_ptxas_version(target.arch).strip().splitlines()[-1]
     except Exception as exc:  # no ptxas: nothing can be compiled, but check can still report
         ptxas = f"unavailable ({type(exc).__name__})"
     env = get_cache_invalidating_env_vars()
     return {
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "triton": triton.__version__,
-        "triton_key": hashlib.sha256(triton_key().encode()).hexdigest()[:16],
+        "triton_key": hashlib.sha256(_runtime_cache.triton_key().encode()).hexdigest()[:16],
         "ptxas": ptxas,
         "target": target_name(target),
         "env": json.dumps(dict(sorted(env.items()))),
@@ -295,3 +299,204 @@ def set_active_target(target: GPUTarget | None) -> None:
     """Make the offline driver for ``target`` active for the rest of this process."""
     if target is not None:
         _driver_config.set_active(OfflineDriver(target))
+
+
+# -- serving-side cache manager -----------------------------------------------------------
+
+def make_layered_manager(primary: str, overlay: str | None, memory: Callable[[], str], blocked: set,
+                         on_write_failure: Callable[[str, OSError], None]):
+    """A cache manager class for a serving process.
+
+    Reads: ``primary``, then ``overlay`` (group files resolved by name, so moved copies hit);
+    folders in ``blocked`` (failed checksums) are misses, so Triton compiles instead of
+    loading them (the overlay's own copy still counts). Writes: ``primary``; on an OSError (read-only, disk full) the ``overlay``;
+    then a memory-backed folder from ``memory()``, so a compile always leaves loadable files."""
+
+    class LayeredCacheManager(RelocatingCacheManager):
+        def __init__(self, key, override=False, dump=False):
+            if override or dump:
+                super().__init__(key, override=override, dump=dump)
+                return
+            self.key = key
+            self.lock_path = None
+            self._roots = [r for r in (primary, overlay) if r]
+            self.cache_dir = os.path.join(primary, key)
+
+        def _existing(self, filename):
+            for root in self._roots:
+                if root == primary and self.key in blocked:
+                    continue  # failed its checksums here: never load it
+                path = os.path.join(root, self.key, filename)
+                if os.path.exists(path):
+                    return path
+            return None
+
+        def has_file(self, filename):
+            return self._existing(filename) is not None
+
+        def get_file(self, filename):
+            return self._existing(filename)
+
+        def get_group(self, filename):
+            grp = self._existing(f"__grp__{filename}")
+            if grp is None:
+                return None
+            self.cache_dir = os.path.dirname(grp)
+            return super().get_group(filename)
+
+        def put(self, data, filename, binary=True):
+            last = None
+            for root in self._roots + [None]:
+                folder = os.path.join(root if root else memory(), self.key)
+                try:
+                    os.makedirs(folder, exist_ok=True)
+                    self.cache_dir, self.lock_path = folder, os.path.join(folder, "lock")
+                    return FileCacheManager.put(self, data, filename, binary)
+                except OSError as exc:
+                    last = exc
+                    on_write_failure(folder, exc)
+            raise last
+
+        def put_group(self, filename, group):
+            # the group must sit beside its children: write it where the last child went
+            self.cache_dir = os.path.dirname(next(iter(group.values()))) if group else self.cache_dir
+            self.lock_path = os.path.join(self.cache_dir, "lock")
+            try:
+                return FileCacheManager.put_group(self, filename, group)
+            except OSError as exc:
+                on_write_failure(self.cache_dir, exc)
+                mem = os.path.join(memory(), self.key)
+                os.makedirs(mem, exist_ok=True)
+                moved = {}
+                for name, path in group.items():
+                    target = os.path.join(mem, os.path.basename(path))
+                    if os.path.abspath(path) != target:
+                        with open(path, "rb") as src, open(target, "wb") as dst:
+                            dst.write(src.read())
+                    moved[name] = target
+                self.cache_dir, self.lock_path = mem, os.path.join(mem, "lock")
+                return FileCacheManager.put_group(self, filename, moved)
+
+    return LayeredCacheManager
+
+
+def install_cache_manager(manager_class, triton_dir: str) -> None:
+    knobs.cache.dir = triton_dir
+    knobs.cache.manager_class = manager_class
+
+
+def store_binaries_only(enabled: bool = True) -> None:
+    """Keep only the binary and metadata of each compile (no IR): smaller, faster-loading cache.
+    Not part of Triton's cache key, so plain Triton processes hit such entries too."""
+    knobs.compilation.store_binary_only = enabled
+
+
+# -- fast toolchain identity -----------------------------------------------------------------
+
+def _triton_key_inputs() -> list[str]:
+    import pkgutil
+    import sysconfig
+
+    root = os.path.dirname(os.path.abspath(triton.__file__))
+    files = [os.path.join(root, "runtime", "cache.py")]
+    for sub, prefix in (("compiler", "triton.compiler."), ("backends", "triton.backends."),
+                        ("language", "triton.language.")):
+        for lib in pkgutil.walk_packages([os.path.join(root, sub)], prefix=prefix):
+            spec = lib.module_finder.find_spec(lib.name)
+            if spec is not None and spec.origin:
+                files.append(spec.origin)
+    ext = sysconfig.get_config_var("EXT_SUFFIX").split(".")[-1]
+    files.append(os.path.join(root, "_C", f"libtriton.{ext}"))
+    return files
+
+
+def _stat_identity(paths) -> str:
+    h = hashlib.sha256(triton.__version__.encode())
+    for path in sorted(paths):
+        st = os.stat(path)
+        h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def install_memoized_toolchain_identity(memo_dir: str) -> None:
+    """Make ``triton_key()`` (which hashes the whole 400 MB libtriton) and the ptxas version
+    (a subprocess) cheap on a warm start: remember them in ``memo_dir`` under the size, mtime,
+    ctime and inode of every file they are computed from. Any change to one of those files,
+    e.g. another Triton build, recomputes them in full; so a key is never reused across
+    toolchains."""
+    import triton.runtime.cache as runtime_cache
+    from triton.backends.nvidia import compiler as nv_compiler
+
+    if getattr(runtime_cache.triton_key, "_qsa_memo", False):
+        return
+    original_key, original_ptxas = runtime_cache.triton_key, nv_compiler.get_ptxas_version
+
+    def memo(name, identity, compute):
+        path = os.path.join(memo_dir, f"{name}-{identity[:32]}.json")
+        try:
+            with open(path) as f:
+                return json.load(f)["value"]
+        except (OSError, ValueError, KeyError):
+            pass
+        value = compute()
+        try:
+            os.makedirs(memo_dir, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump({"value": value}, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # read-only or full: stay correct, just slower next time
+        return value
+
+    @functools.lru_cache()
+    def triton_key_memo():
+        return memo("triton_key", _stat_identity(_triton_key_inputs()), original_key)
+
+    @functools.lru_cache()
+    def ptxas_version_memo(arch: int = 80):
+        tool = nv_compiler.get_ptxas(arch).path
+        return memo(f"ptxas{arch}", _stat_identity([tool]), lambda: original_ptxas(arch))
+
+    triton_key_memo._qsa_memo = True
+    runtime_cache.triton_key = triton_key_memo
+    nv_compiler.get_ptxas_version = ptxas_version_memo
+    globals()["triton_key"] = triton_key_memo
+
+
+def jit_function_module(fn_info) -> str:
+    return getattr(fn_info, "module", "") or ""
+
+
+@contextlib.contextmanager
+def device_context(index: int | None):
+    if index is None:
+        yield
+        return
+    import torch
+
+    with torch.cuda.device(index):
+        yield
+
+
+def init_handles(kernel) -> None:
+    """Load the compiled binary onto the current GPU now, not at the first launch."""
+    kernel._init_handles()
+
+
+def install_jit_cache_hook(hook) -> Callable:
+    """Install ``hook(kernel_name, module, constants, num_warps, key)`` -> bool (True: skip compile).
+    Returns the previous hook, which the new one chains to."""
+    previous = knobs.runtime.jit_cache_hook
+
+    def wrapper(*, key, repr, fn, compile, is_manual_warmup, already_compiled):
+        variant = _variant_from_hook(fn, key, compile)
+        if hook(variant, fn.module):
+            return True
+        if previous:
+            return previous(key=key, repr=repr, fn=fn, compile=compile, is_manual_warmup=is_manual_warmup,
+                            already_compiled=already_compiled)
+        return False
+
+    knobs.runtime.jit_cache_hook = wrapper
+    return previous

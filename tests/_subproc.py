@@ -1,0 +1,67 @@
+"""Run qsa_warmup in a child process: the pytest process runs kernels in the interpreter,
+warmup needs compiled-mode Triton."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_env(**extra):
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def cli(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "qsa_warmup", *map(str, args)], capture_output=True, text=True,
+                          env=env or child_env(), timeout=timeout, cwd=ROOT)
+
+
+def cli_json(*args, expect=0, **kw):
+    p = cli(*args, "--json", **kw)
+    assert p.returncode == expect, f"exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+    return json.loads(p.stdout)
+
+
+def python(code, *, env=None, timeout=600, check=True):
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                       env=env or child_env(), timeout=timeout, cwd=ROOT)
+    if check:
+        assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+def last_json(p):
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def entry_files(cache_root, spec_id):
+    """(entry json path, entry dict) of a spec in the only manifest of a cache."""
+    qsa = os.path.join(cache_root, "qsa")
+    (manifest,) = os.listdir(qsa)
+    path = os.path.join(qsa, manifest, "entries", f"{spec_id}.json")
+    with open(path) as f:
+        return path, json.load(f)
+
+
+def binary_path(cache_root, spec_id):
+    _, entry = entry_files(cache_root, spec_id)
+    name = next(n for n in entry["files"] if n.endswith(".cubin"))
+    return os.path.join(cache_root, "triton", entry["folder"], name)
+
+
+def try_readonly_bind(src, dst):
+    """Bind-mount src read-only at dst (root only); False where mounts are not allowed."""
+    os.makedirs(dst, exist_ok=True)
+    ok = subprocess.run(["mount", "--bind", src, dst], capture_output=True).returncode == 0
+    if ok and subprocess.run(["mount", "-o", "remount,ro,bind", dst], capture_output=True).returncode == 0:
+        return True
+    if ok:
+        subprocess.run(["umount", dst])
+    return False

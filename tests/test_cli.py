@@ -1,0 +1,189 @@
+"""The qsa-warmup CLI contract: plan, prebuild, check (with --trace), info, exit codes."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from _subproc import ROOT, binary_path, child_env, cli, cli_json, entry_files, python, try_readonly_bind
+
+pytestmark = pytest.mark.slow
+
+TINY_IDS = ["decode.bf16.dql1.qg1.tpp1.w2", "decode.bf16.dql2.qg2.tpp1.w2", "prefill.bf16.tr64.w8",
+            "topk.single.b1024.w4", "expand.i32"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A tiny cache built once; tests that damage it work on copies."""
+    root = str(tmp_path_factory.mktemp("cache") / "c")
+    report = cli_json("prebuild", "--preset", "tiny", "--cache-dir", root)
+    return root, report
+
+
+def copy_of(built, tmp_path):
+    dst = str(tmp_path / "copy")
+    shutil.copytree(built[0], dst)
+    return dst
+
+
+def test_plan_default_and_tiny_and_custom(tmp_path):
+    default = cli_json("plan")
+    fams = [s["family"] for s in default["specs"]]
+    assert (fams.count("decode"), fams.count("prefill"), fams.count("topk"), fams.count("expand")) == (32, 2, 6, 2)
+    assert [s["id"] for s in cli_json("plan", "--preset", "tiny")["specs"]] == TINY_IDS
+    assert cli_json("plan")["specs"] == default["specs"]  # stable ids and keys
+    cfg = dict(json.load(open(os.path.join(ROOT, "tests", "data", "small_fp8.json"))))
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cfg))
+    specs = cli_json("plan", "--config", path)["specs"]
+    decode = [s["id"] for s in specs if s["family"] == "decode"]
+    assert decode == ["decode.fp8.dql1.qg1.tpp1.w4", "decode.fp8.dql2.qg2.tpp1.w4", "decode.fp8.dql3.qg4.tpp1.w4"]
+    assert {s["family"] for s in specs} == {"decode", "prefill", "topk", "expand"}
+
+
+def test_prebuild_then_check(built, tmp_path):
+    root, report = built
+    assert report["planned"] == 5 and report["compiled"] == 5 and report["cached"] == 0
+    assert {"planned", "compiled", "cached", "seconds", "cache_dir", "target"} <= set(report)
+    out = cli_json("check", "--preset", "tiny", "--cache-dir", root)
+    assert out["ok"] == 5 and out["failing"] == []
+    again = cli_json("prebuild", "--preset", "tiny", "--cache-dir", copy_of(built, tmp_path))
+    assert again["compiled"] == 0 and again["cached"] == 5
+
+
+@pytest.mark.parametrize("damage,state", [("delete", "missing"), ("truncate", "corrupt"), ("flip", "corrupt"),
+                                          ("drop_entry", "missing")])
+def test_damage_is_found_and_only_that_spec_rebuilt(built, tmp_path, damage, state):
+    root = copy_of(built, tmp_path)
+    victim = "decode.bf16.dql2.qg2.tpp1.w2"
+    binary = binary_path(root, victim)
+    if damage == "delete":
+        shutil.rmtree(os.path.dirname(binary))
+    elif damage == "truncate":
+        with open(binary, "r+b") as f:
+            f.truncate(os.path.getsize(binary) // 2)
+    elif damage == "flip":
+        with open(binary, "r+b") as f:
+            f.seek(os.path.getsize(binary) // 2)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0x10]))
+    else:
+        os.unlink(entry_files(root, victim)[0])
+    out = cli_json("check", "--preset", "tiny", "--cache-dir", root, expect=1)
+    assert [(f["spec"], f["state"]) for f in out["failing"]] == [(victim, state)]
+    repaired = cli_json("prebuild", "--preset", "tiny", "--cache-dir", root)
+    assert repaired["compiled"] + repaired["restored"] == 1 and repaired["cached"] == 4
+    assert cli_json("check", "--preset", "tiny", "--cache-dir", root)["ok"] == 5
+
+
+def test_other_toolchain_is_stale(built, tmp_path):
+    root = copy_of(built, tmp_path)
+    qsa = os.path.join(root, "qsa")
+    (name,) = os.listdir(qsa)
+    manifest = json.load(open(os.path.join(qsa, name, "manifest.json")))
+    manifest["fingerprint"]["python"] = "3.99"
+    os.rename(os.path.join(qsa, name), os.path.join(qsa, name[:-16] + "0" * 16))
+    with open(os.path.join(qsa, name[:-16] + "0" * 16, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    out = cli_json("check", "--preset", "tiny", "--cache-dir", root, expect=1)
+    assert len(out["failing"]) == 5
+    assert all(f["state"] == "stale" and "python 3.99 vs" in f["reason"] for f in out["failing"])
+
+
+def test_concurrent_prebuilds_compile_each_spec_once(tmp_path):
+    root = str(tmp_path / "shared")
+    procs = [subprocess.Popen([sys.executable, "-m", "qsa_warmup", "prebuild", "--preset", "tiny", "--cache-dir", root,
+                               "--json", "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              env=child_env(), text=True, cwd=ROOT) for _ in range(4)]
+    reports = [json.loads(p.communicate(timeout=600)[0]) for p in procs]
+    assert sum(r["compiled"] for r in reports) == 5
+    assert all(r["failed"] == 0 and r["compiled"] + r["cached"] + r["restored"] == 5 for r in reports)
+    assert cli_json("check", "--preset", "tiny", "--cache-dir", root)["ok"] == 5
+
+
+def test_trace_passes_and_catches_an_unplanned_spec(built):
+    root = built[0]
+    out = cli_json("check", "--preset", "tiny", "--cache-dir", root, "--trace")
+    assert out["trace"]["unplanned"] == [] and out["trace"]["planned_not_reached"] == []
+    # a planner that forgets the expansion kernel: the trace must see its launches
+    p = python(f"""
+        import sys
+        import qsa_warmup.planner as planner
+        planner._expand_points = lambda cfg: iter(())
+        from qsa_warmup.cli import main
+        sys.exit(main(["check", "--preset", "tiny", "--cache-dir", {root!r}, "--trace"]))
+    """, check=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "UNPLANNED   _expand_kernel" in p.stdout
+
+
+def test_relocated_cache_hits_in_plain_triton(built, tmp_path):
+    moved = copy_of(built, tmp_path)
+    shutil.rmtree(built[0] + "-gone", ignore_errors=True)
+    assert cli_json("check", "--preset", "tiny", "--cache-dir", moved)["ok"] == 5
+    triton_dir = cli_json("info", "--preset", "tiny", "--cache-dir", moved)["triton_cache_dir"]
+    # only Triton's own cache, pointed at info's folder: every plan spec must load, none compile
+    p = python("""
+        import json
+        from triton import knobs
+        from qsa_warmup.config import load_config
+        from qsa_warmup.planner import build_plan
+        from qsa_warmup import triton_compat as tc
+        plan = build_plan(load_config(preset="tiny"))
+        hits = []
+        knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+        with tc.active_driver(tc.parse_target("sm_90")):
+            for spec in plan.specs:
+                spec.launch.warmup()
+        print(json.dumps({"hits": sum(hits), "compiles": len(hits) - sum(hits), "dir": knobs.cache.dir}))
+    """, env=child_env(TRITON_CACHE_DIR=triton_dir))
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result == {"hits": 5, "compiles": 0, "dir": triton_dir}
+
+
+def test_readonly_relocated_cache(built, tmp_path):
+    src = copy_of(built, tmp_path)
+    ro = str(tmp_path / "ro")
+    if not try_readonly_bind(src, ro):
+        pytest.skip("bind mounts are not permitted here")
+    try:
+        assert subprocess.run(["touch", os.path.join(ro, "x")], capture_output=True).returncode != 0
+        assert cli_json("check", "--preset", "tiny", "--cache-dir", ro)["ok"] == 5
+        info = cli_json("info", "--preset", "tiny", "--cache-dir", ro)
+        assert info["writable"] is False and info["triton_cache_dir"] != os.path.join(ro, "triton")
+    finally:
+        subprocess.run(["umount", ro])
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"head_dim": 32}, "head_dim"), ({"colour": 1}, "colour"), ({"token_topk": 63}, "token_topk"),
+    ({"target": "gfx90a"}, "target"), ({"cache_dtypes": ["float16"]}, "cache_dtypes"),
+    ({"max_logits_mb": 0}, "max_logits_mb"), ({"num_heads": True}, "num_heads")])
+def test_bad_config_exits_2_naming_the_field(tmp_path, change, field):
+    from qsa_warmup.config import PRESETS
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({**PRESETS["tiny"], **change}))
+    p = cli("plan", "--config", path)
+    assert p.returncode == 2 and field in p.stderr, p.stderr
+
+
+def test_usage_errors_exit_2(tmp_path):
+    (tmp_path / "x.json").write_text("{not json")
+    assert cli("plan", "--config", tmp_path / "x.json").returncode == 2
+    assert cli("plan", "--preset", "nope").returncode == 2
+    assert cli("check", "--target", "sm90x").returncode == 2
+    assert cli("frobnicate").returncode == 2
+
+
+def test_unloadable_is_reported():
+    from qsa_warmup.cache import KernelCache
+
+    status = KernelCache("/nonexistent").loadable({"spec": "s", "shared": 300_000, "threads": 128}, "sm_90")
+    assert status.state == "unloadable" and "300000" in status.reason and "232448" in status.reason
+    assert KernelCache("/nonexistent").loadable({"spec": "s", "shared": 100_000, "threads": 128}, "sm_90") is None
