@@ -124,6 +124,7 @@ def _worker_init(cache_root: str, target: str) -> None:
     logging.basicConfig(level=logging.WARNING)
     tc.set_triton_cache(os.path.join(cache_root, "triton"))
     tc.store_binaries_only(True)
+    tc.install_memoized_toolchain_identity(os.path.join(cache_root, "toolchain-memo"))
     tc.set_active_target(tc.parse_target(target))
 
 
@@ -151,11 +152,12 @@ def _pool_context():
 
 def prebuild(cfg: DeploymentConfig, target: str, cache: KernelCache, *, jobs: int | None = None,
              progress: Callable[[SpecResult, int, int], None] | None = None, plan: Plan | None = None,
-             lock_timeout: float | None = None) -> BuildReport:
+             lock_timeout: float | None = None, only: set[str] | None = None) -> BuildReport:
     """Build every planned spec into ``cache`` for ``target``; returns what was done.
 
     ``lock_timeout``: seconds to wait for another process's compile of a spec (default
-    $QSA_WARMUP_LOCK_TIMEOUT), after which this process compiles it itself."""
+    $QSA_WARMUP_LOCK_TIMEOUT), after which this process compiles it itself. ``only``: build
+    just these spec ids (the others count as cached: a serving process checked them already)."""
     start = time.perf_counter()
     cache.ensure_dirs()
     plan = plan or build_plan(cfg, target)
@@ -165,7 +167,7 @@ def prebuild(cfg: DeploymentConfig, target: str, cache: KernelCache, *, jobs: in
     results: list[SpecResult] = []
     todo = []
     for spec in plan.specs:  # cheap pass in this process: most of a warm cache needs no pool
-        if cache.verify_entry(cache.read_entry(cfg, target, fp, spec.id), spec).state == "ok":
+        if (only is not None and spec.id not in only) or cache.verify_entry(cache.read_entry(cfg, target, fp, spec.id), spec).state == "ok":
             results.append(SpecResult(spec.id, "cached"))
             if progress:
                 progress(results[-1], len(results), len(plan.specs))
@@ -186,7 +188,7 @@ def prebuild(cfg: DeploymentConfig, target: str, cache: KernelCache, *, jobs: in
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
-    unloadable = [u for s in plan.specs
+    unloadable = [u for s in plan.specs if only is None or s.id in only
                   if (u := cache.loadable(cache.read_entry(cfg, target, fp, s.id), target)) is not None]
     count = lambda o: sum(r.outcome == o for r in results)  # noqa: E731
     order = {s.id: i for i, s in enumerate(plan.specs)}

@@ -253,7 +253,8 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
         write_cache = cache if cache.writable() else overlay
         if write_cache is not None:
             try:
-                report = prebuild(cfg, target, write_cache, jobs=jobs, plan=plan, lock_timeout=timeout)
+                report = prebuild(cfg, target, write_cache, jobs=jobs, plan=plan, lock_timeout=timeout,
+                                  only={spec.id for spec, _ in rebuild})
                 compiled_by_pool = report.compiled
                 if report.failed:
                     warn(f"{report.failed} specs failed to build in the pool; compiling them in-process")
