@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qsa-warmup", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("plan", parents=[common], help="list every specialization the launchers can reach")
-    sub.add_parser("prebuild", parents=[common], help="compile the plan into the cache")
+    pre = sub.add_parser("prebuild", parents=[common], help="compile the plan into the cache")
+    pre.add_argument("--only", help=argparse.SUPPRESS)  # comma-separated spec ids (the startup hook)
+    pre.add_argument("--lock-timeout", type=float, help=argparse.SUPPRESS)
     check = sub.add_parser("check", parents=[common], help="fail unless every planned spec is cached and intact")
     check.add_argument("--trace", action="store_true",
                        help="also run the launchers over the envelope and fail on any unplanned specialization")
@@ -97,7 +99,9 @@ def _cmd_prebuild(args, cfg, target, cache) -> int:
     from .engine import prebuild
 
     tc.set_triton_cache(cache.triton_dir)
-    report = prebuild(cfg, target, cache, jobs=args.jobs, progress=None if args.json else _progress)
+    only = set(args.only.split(",")) if args.only else None
+    report = prebuild(cfg, target, cache, jobs=args.jobs, progress=None if args.json else _progress, only=only,
+                      lock_timeout=args.lock_timeout)
     if args.json:
         print(json.dumps(report.to_json(), indent=1))
     else:

@@ -130,6 +130,39 @@ def _load_plan(cfg, target, fp, offline, caches):
     return plan
 
 
+def _cuda_initialized() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_initialized()
+    except Exception:
+        return False
+
+
+def _prebuild_in_child(cfg, target, cache, jobs, timeout, only) -> tuple[int, int]:
+    """``qsa-warmup prebuild --only ...`` in a fresh process; (compiled, failed)."""
+    import json
+    import subprocess
+    import sys
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cfg.to_dict(), f)
+    try:
+        cmd = [sys.executable, "-m", "qsa_warmup", "prebuild", "--config", f.name, "--target", target, "--cache-dir",
+               cache.root, "--json", "--only", ",".join(sorted(only))]
+        if jobs:
+            cmd += ["--jobs", str(jobs)]
+        if timeout is not None:
+            cmd += ["--lock-timeout", str(timeout)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode not in (0, 1):
+            raise OSError(f"prebuild child exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        report = json.loads(proc.stdout)
+        return report["compiled"], report["failed"]
+    finally:
+        os.unlink(f.name)
+
+
 def _writable_overlay(cache: KernelCache) -> KernelCache | None:
     import platformdirs
 
@@ -253,11 +286,16 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
         write_cache = cache if cache.writable() else overlay
         if write_cache is not None:
             try:
-                report = prebuild(cfg, target, write_cache, jobs=jobs, plan=plan, lock_timeout=timeout,
-                                  only={spec.id for spec, _ in rebuild})
-                compiled_by_pool = report.compiled
-                if report.failed:
-                    warn(f"{report.failed} specs failed to build in the pool; compiling them in-process")
+                only = {spec.id for spec, _ in rebuild}
+                if _cuda_initialized():
+                    # a pool forked from a CUDA process is unsafe, and spawn re-runs the server's
+                    # __main__: build in a child process of our own CLI instead
+                    compiled_by_pool, failed = _prebuild_in_child(cfg, target, write_cache, jobs, timeout, only)
+                else:
+                    report = prebuild(cfg, target, write_cache, jobs=jobs, plan=plan, lock_timeout=timeout, only=only)
+                    compiled_by_pool, failed = report.compiled, report.failed
+                if failed:
+                    warn(f"{failed} specs failed to build in the pool; compiling them in-process")
             except OSError as exc:
                 warn(f"prebuild into {write_cache.root} failed ({exc}); compiling in-process")
         # entries the pool repaired in place are loadable again

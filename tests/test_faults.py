@@ -222,3 +222,11 @@ def test_second_call_is_nearly_free(built, tmp_path):
     """)
     out = last_json(p)
     assert out["repeat"] is True and out["first"] == 5 and out["ms"] < 50
+
+
+def test_cuda_process_builds_in_a_child_process(tmp_path):
+    # a serving process with CUDA initialized must not fork a pool: the hook runs the CLI instead
+    root = str(tmp_path / "child")
+    report, _ = run_warmup(root, prelude="import qsa_warmup.hook as h; h._cuda_initialized = lambda: True")
+    assert report["planned"] == 5 and report["compiled"] == 5 and report["loaded"] == 5
+    assert cli_json("check", "--preset", "tiny", "--cache-dir", root)["ok"] == 5

@@ -22,6 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
 import json, os, sys, time
+if __name__ != "__main__":
+    raise SystemExit  # never re-run by a process pool
 sys.path.insert(0, sys.argv[1])
 mode, preset, cache = sys.argv[2], sys.argv[3], sys.argv[4]
 import torch
