@@ -154,6 +154,14 @@ class KernelCache:
                     found.append(Fingerprint(data["fingerprint"]))
         return found
 
+    def stale_reason(self, cfg, target, fp) -> str | None:
+        """How the closest manifest of another toolchain differs from ``fp`` (e.g.
+        ``python 3.11 vs 3.12``), or None when no other toolchain built this config."""
+        others = self.other_fingerprints(cfg, target, fp)
+        if not others:
+            return None
+        return "; ".join(min(others, key=lambda o: len(o.differences(fp))).differences(fp))
+
     def record_entry(self, cfg, target, fp, spec, compiled) -> dict:
         """Checksum the compiled kernel's files and write the spec's entry (atomically)."""
         info = tc.compiled_info(compiled)

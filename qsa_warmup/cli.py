@@ -158,8 +158,7 @@ def _cmd_info(args, cfg, target, cache) -> int:
     from .cache import current_fingerprint
 
     fp = current_fingerprint(target)
-    triton_dir = cache.triton_view(overlay_root=platformdirs.user_cache_dir("qsa-warmup-overlays")) \
-        if cache.writable() or cache.misplaced_groups() else cache.triton_dir
+    triton_dir = cache.triton_view(overlay_root=platformdirs.user_cache_dir("qsa-warmup-overlays"))
     info = {"cache_dir": cache.root, "triton_cache_dir": triton_dir, "target": target, "fingerprint": fp.parts,
             "fingerprint_digest": fp.digest, "writable": cache.writable(), **cache.stats()}
     if args.json:

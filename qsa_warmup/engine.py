@@ -204,17 +204,13 @@ def check_plan(cfg: DeploymentConfig, target: str, cache: KernelCache, plan: Pla
     unloadable (naming the resource and the limit)."""
     plan = plan or build_plan(cfg, target)
     fp = current_fingerprint(target)
-    others = None
+    stale = cache.stale_reason(cfg, target, fp)
     statuses = []
     for spec in plan.specs:
         entry = cache.read_entry(cfg, target, fp, spec.id)
-        if entry is None:
-            if others is None:
-                others = cache.other_fingerprints(cfg, target, fp)
-            if others:
-                closest = min(others, key=lambda o: len(o.differences(fp)))
-                statuses.append(EntryStatus(spec.id, "stale", "; ".join(closest.differences(fp))))
-                continue
+        if entry is None and stale is not None:
+            statuses.append(EntryStatus(spec.id, "stale", stale))
+            continue
         status = cache.verify_entry(entry, spec)
         if status.state == "ok":
             status = cache.loadable(entry, target) or status

@@ -258,6 +258,7 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     plan = _load_plan(cfg, target, fp, gpu is None, [c for c in (cache, overlay) if c is not None])
     # -- verify what is there; anything not intact is never loaded
     readable = [c for c in (cache, overlay) if c is not None]
+    stale = cache.stale_reason(cfg, target, fp)
     rebuild = []
     for spec in plan.specs:
         states = []
@@ -271,9 +272,8 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
                 blocked.add(entry["folder"])
         if states[-1].state != "ok":
             reason = next((s.reason for s in states if s.state == "corrupt"), states[0].reason)
-            if states[0].state == "missing" and cache.other_fingerprints(cfg, target, fp):
-                other = min(cache.other_fingerprints(cfg, target, fp), key=lambda o: len(o.differences(fp)))
-                reason = "stale: " + "; ".join(other.differences(fp))
+            if states[0].state == "missing" and stale is not None:
+                reason = f"stale: {stale}"
             rebuild.append((spec, reason))
     for spec, reason in rebuild:
         if reason.startswith("stale") or "checksum" in reason or "missing" in reason:

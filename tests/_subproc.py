@@ -65,3 +65,16 @@ def try_readonly_bind(src, dst):
     if ok:
         subprocess.run(["umount", dst])
     return False
+
+
+def fake_other_toolchain(cache_root, part, value):
+    """Make the cache's only manifest look built by another toolchain (``part`` = ``value``)."""
+    qsa = os.path.join(cache_root, "qsa")
+    (name,) = os.listdir(qsa)
+    with open(os.path.join(qsa, name, "manifest.json")) as f:
+        manifest = json.load(f)
+    manifest["fingerprint"][part] = value
+    moved = os.path.join(qsa, name[:-16] + "0" * 16)
+    os.rename(os.path.join(qsa, name), moved)
+    with open(os.path.join(moved, "manifest.json"), "w") as f:
+        json.dump(manifest, f)

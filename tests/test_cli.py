@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from _subproc import ROOT, binary_path, child_env, cli, cli_json, entry_files, python, try_readonly_bind
+from _subproc import (ROOT, binary_path, child_env, cli, cli_json, entry_files, fake_other_toolchain, python,
+                      try_readonly_bind)
 
 pytestmark = pytest.mark.slow
 
@@ -83,13 +84,7 @@ def test_damage_is_found_and_only_that_spec_rebuilt(built, tmp_path, damage, sta
 
 def test_other_toolchain_is_stale(built, tmp_path):
     root = copy_of(built, tmp_path)
-    qsa = os.path.join(root, "qsa")
-    (name,) = os.listdir(qsa)
-    manifest = json.load(open(os.path.join(qsa, name, "manifest.json")))
-    manifest["fingerprint"]["python"] = "3.99"
-    os.rename(os.path.join(qsa, name), os.path.join(qsa, name[:-16] + "0" * 16))
-    with open(os.path.join(qsa, name[:-16] + "0" * 16, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
+    fake_other_toolchain(root, "python", "3.99")
     out = cli_json("check", "--preset", "tiny", "--cache-dir", root, expect=1)
     assert len(out["failing"]) == 5
     assert all(f["state"] == "stale" and "python 3.99 vs" in f["reason"] for f in out["failing"])

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from _subproc import (ROOT, binary_path, child_env, cli_json, entry_files, last_json, python, try_readonly_bind)
+from _subproc import (ROOT, binary_path, child_env, cli_json, entry_files, fake_other_toolchain, last_json, python,
+                      try_readonly_bind)
 
 pytestmark = pytest.mark.slow
 
@@ -151,14 +152,7 @@ def test_kill_9_mid_build_leaves_no_partial_entry(tmp_path):
 
 def test_toolchain_change_is_reported_and_rebuilt(built, tmp_path):
     root = copy_of(built, tmp_path)
-    qsa = os.path.join(root, "qsa")
-    (name,) = os.listdir(qsa)
-    manifest = json.load(open(os.path.join(qsa, name, "manifest.json")))
-    manifest["fingerprint"]["ptxas"] = "Build cuda_11.0"
-    stale = os.path.join(qsa, name[:-16] + "f" * 16)
-    os.rename(os.path.join(qsa, name), stale)
-    with open(os.path.join(stale, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
+    fake_other_toolchain(root, "ptxas", "Build cuda_11.0")
     report, _ = run_warmup(root)
     assert len(report["rebuilt"]) == 5
     assert all(r[1].startswith("stale: ptxas Build cuda_11.0 vs") for r in report["rebuilt"])
