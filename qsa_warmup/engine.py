@@ -138,6 +138,11 @@ def _worker_build(cfg_json: str, target: str, cache_root: str, spec_id: str, loc
         return SpecResult(spec_id, "failed", error=f"{type(exc).__name__}: {exc}")
 
 
+def _expected_cost(spec: PlannedSpec) -> tuple:
+    family_rank = {"topk": 3, "prefill": 2, "decode": 1, "expand": 0}.get(spec.family, 0)
+    return family_rank, spec.launch.options.get("BLOCK", 0), spec.launch.options.get("num_warps", 0)
+
+
 def _pool_context():
     # fork is fastest, but never after CUDA is initialized in this process
     try:
@@ -175,6 +180,10 @@ def prebuild(cfg: DeploymentConfig, target: str, cache: KernelCache, *, jobs: in
             todo.append(spec.id)
     jobs = max(1, min(jobs or knobs.jobs(), len(todo))) if todo else 0
     if todo:
+        # longest compiles first, so the slowest spec does not start last (LPT scheduling):
+        # the widest top-k blocks, then prefill, decode, expansion
+        by_id = plan.by_id()
+        todo.sort(key=lambda sid: _expected_cost(by_id[sid]), reverse=True)
         cfg_json = json.dumps(cfg.to_dict(), sort_keys=True)
         _inherited[(cfg_json, target)] = plan  # fork copies it (and triton_key(), computed above)
         with cf.ProcessPoolExecutor(jobs, mp_context=_pool_context(), initializer=_worker_init,
