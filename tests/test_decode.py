@@ -32,7 +32,7 @@ def _scores(launch_inputs, dql, config=None):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dql", [1, 2, 3, 4])
-@pytest.mark.parametrize("heads,head_dim", [(1, 64), (5, 96), (16, 128)])
+@pytest.mark.parametrize("heads,head_dim", [(1, 64), (5, 96), (16, 128), (64, 256)])
 def test_decode_scores_match_reference(device, dtype, dql, heads, head_dim):
     inputs = _decode_inputs(device, seed=dql * 100 + heads, dtype=dtype, heads=heads, head_dim=head_dim, dql=dql,
                             num_reqs=3)

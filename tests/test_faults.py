@@ -127,7 +127,8 @@ def test_held_lock_times_out_naming_the_file(built, tmp_path):
     assert lock_file in stderr
 
 
-def test_kill_9_mid_build_leaves_no_partial_entry(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_kill_mid_build_leaves_no_partial_entry(tmp_path, sig):
     root = str(tmp_path / "killed")
     proc = subprocess.Popen([sys.executable, "-m", "qsa_warmup", "prebuild", "--preset", "tiny", "--cache-dir", root,
                              "--jobs", "1"], env=child_env(), cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -139,7 +140,7 @@ def test_kill_9_mid_build_leaves_no_partial_entry(tmp_path):
                                           if not f.startswith("manifest")):
             break
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
+    os.killpg(proc.pid, sig)  # SIGINT: Ctrl-C at a terminal reaches the whole process group
     proc.wait()
     p = subprocess.run([sys.executable, "-m", "qsa_warmup", "check", "--preset", "tiny", "--cache-dir", root,
                         "--json"], capture_output=True, text=True, env=child_env(), cwd=ROOT)

@@ -26,7 +26,7 @@ def _prefill_inputs(device, seed, *, dtype, heads, head_dim, lens, base=5, page_
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("heads,head_dim", [(1, 64), (6, 80), (32, 128)])
+@pytest.mark.parametrize("heads,head_dim", [(1, 64), (6, 80), (32, 128), (64, 256)])
 def test_prefill_scores_with_chunk_boundaries(device, dtype, heads, head_dim):
     lens = [7, 1, 19]
     q, k_cache, page_table, qsl, visible = _prefill_inputs(device, heads * 7, dtype=dtype, heads=heads,

@@ -108,3 +108,22 @@ def test_topk_single_path_both_searches(device, radix):
     ragged_topk_launch(logits.to(device), lengths.to(device), k, out, config=TopkConfig(
         cfg.path, cfg.block, cfg.num_warps, cfg.out_block, radix=radix)).run()
     assert_topk_matches(out, logits, lengths, k)
+
+
+def test_topk_single_pass_limit_is_the_path_threshold(device):
+    assert topk_launch_config(SINGLE_PASS_MAX_COLS).path == "single"
+    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1).path == "streaming"
+    gen = torch.Generator().manual_seed(4)
+    for width in (SINGLE_PASS_MAX_COLS, SINGLE_PASS_MAX_COLS + 1):
+        k = 64
+        lengths = torch.tensor([width, width - 1], dtype=torch.int32)
+        logits = torch.randn(2, width, generator=gen)
+        out = torch.full((2, k), INT_POISON, dtype=torch.int32, device=device)
+        ragged_topk(logits.to(device), lengths.to(device), k, out)
+        assert_topk_matches(out, logits, lengths, k)
+
+
+def test_topk_device_mismatch_is_named():
+    with pytest.raises(ValueError, match="lengths is on meta"):
+        ragged_topk(torch.zeros(2, 8), torch.zeros(2, dtype=torch.int32, device="meta"), 4,
+                    torch.zeros(2, 4, dtype=torch.int32))
