@@ -276,7 +276,7 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
                 reason = f"stale: {stale}"
             rebuild.append((spec, reason))
     for spec, reason in rebuild:
-        if reason.startswith("stale") or "checksum" in reason or "missing" in reason:
+        if reason != "not built":  # a cold cache is expected, damage and staleness are not
             warn(f"{spec.id}: {reason}; rebuilding")
     # -- compile what is missing: process pool, compile-once across processes (locks)
     compiled_by_pool = 0

@@ -140,7 +140,14 @@ class RequestedVariant:
 
 
 def _variant_from_hook(fn, key, compile) -> RequestedVariant:
-    constants = {str(k[0] if isinstance(k, tuple) and len(k) == 1 else k): v for k, v in compile["constants"].items()}
+    # constants are keyed by argument path, e.g. (6,); name them after the kernel's parameters
+    names = fn.jit_function.arg_names
+
+    def name(path):
+        if isinstance(path, tuple) and len(path) == 1 and path[0] < len(names):
+            return names[path[0]]
+        return str(path)
+    constants = {name(k): v for k, v in compile["constants"].items()}
     return RequestedVariant(kernel=fn.name, key=str(key), constants=json.dumps(constants, sort_keys=True, default=str),
                             num_warps=compile["num_warps"], num_stages=compile["num_stages"])
 

@@ -225,3 +225,29 @@ def test_cuda_process_builds_in_a_child_process(tmp_path):
     report, _ = run_warmup(root, prelude="import qsa_warmup.hook as h; h._cuda_initialized = lambda: True")
     assert report["planned"] == 5 and report["compiled"] == 5 and report["loaded"] == 5
     assert cli_json("check", "--preset", "tiny", "--cache-dir", root)["ok"] == 5
+
+
+def test_strict_error_names_the_closest_planned_spec(built, tmp_path):
+    # tiny plans decode dql1/tpp1 and dql2/tpp1; a dql1 launch grouped 2 tiles a program is
+    # one constant away from the first and several from the second
+    p = python(f"""
+        import dataclasses, json, torch, qsa_warmup, kernels
+        from kernels import TensorMeta as M
+        from qsa_warmup import triton_compat as tc
+        from qsa_warmup.errors import StrictModeError
+        qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path)!r}, target="sm_90", strict="error")
+        base = kernels.decode_launch_config(torch.bfloat16, 4, 64, 1, 3, 128)
+        launch = kernels.decode_scores_launch(M((3, 4, 64), torch.bfloat16), M((1, 16, 1, 64), torch.bfloat16),
+                                              M((3, 8), torch.int32), M((3,), torch.int32),
+                                              M((3, 128), torch.float32), 1,
+                                              config=dataclasses.replace(base, tiles_per_program=2))
+        with tc.active_driver(tc.parse_target("sm_90")):
+            try:
+                launch.warmup()
+                print(json.dumps({{"closest": None}}))
+            except StrictModeError as exc:
+                print(json.dumps({{"closest": exc.closest, "text": str(exc)}}))
+    """)
+    out = last_json(p)
+    assert out["closest"] == "decode.bf16.dql1.qg1.tpp1.w2", out
+    assert "TILES_PER_PROG" in out["text"]
