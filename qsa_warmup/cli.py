@@ -106,7 +106,7 @@ def _cmd_prebuild(args, cfg, target, cache) -> int:
         print(json.dumps(report.to_json(), indent=1))
     else:
         print(f"{report.planned} planned: {report.compiled} compiled, {report.cached} cached, "
-              f"{report.restored} restored, {report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} "
+              f"{report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} "
               f"({target})")
         for r in report.results:
             if r.outcome == "failed":

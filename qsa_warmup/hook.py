@@ -255,9 +255,9 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     tc.install_memoized_toolchain_identity(os.path.join((overlay or cache).root, "toolchain-memo"))
 
     fp = current_fingerprint(target)
-    plan = _load_plan(cfg, target, fp, gpu is None, [c for c in (cache, overlay) if c is not None])
-    # -- verify what is there; anything not intact is never loaded
     readable = [c for c in (cache, overlay) if c is not None]
+    plan = _load_plan(cfg, target, fp, gpu is None, readable)
+    # -- verify what is there; anything not intact is never loaded
     stale = cache.stale_reason(cfg, target, fp)
     rebuild = []
     for spec in plan.specs:
@@ -298,18 +298,26 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
                     warn(f"{failed} specs failed to build in the pool; compiling them in-process")
             except OSError as exc:
                 warn(f"prebuild into {write_cache.root} failed ({exc}); compiling in-process")
-        # entries the pool repaired in place are loadable again
-        for spec, _ in rebuild:
-            entry = cache.read_entry(cfg, target, fp, spec.id)
-            if entry and "folder" in entry and cache.verify_entry(entry, spec).state == "ok":
-                blocked.discard(entry["folder"])
+    # specs with a verified entry now (the pool may have repaired or built them) load from the
+    # cache; the rest are compiled here, never taken unverified from Triton's files
+    unverified = set()
+    for spec, _ in rebuild:
+        for c in readable:
+            entry = c.read_entry(cfg, target, fp, spec.id)
+            if entry and "folder" in entry and c.verify_entry(entry, spec).state == "ok":
+                if c is cache:
+                    blocked.discard(entry["folder"])
+                break
+        else:
+            unverified.add(spec.id)
     # -- load every spec into Triton's in-memory cache (and onto the GPU)
     hits, misses = [], []
     offline_target = None if gpu is not None else tc.parse_target(target)
     with tc.compilation_listener(lambda name, hit: (hits if hit else misses).append(name)), \
             tc.device_context(device), tc.active_driver(offline_target):
         for spec in plan.specs:
-            kernel = spec.launch.warmup()
+            with tc.forced_compile(spec.id in unverified):
+                kernel = spec.launch.warmup()
             if gpu is not None:
                 try:
                     tc.init_handles(kernel)

@@ -39,7 +39,7 @@ __all__ = [
     "toolchain_parts", "triton_cache_dir", "use_triton_cache_dir", "compilation_listener", "RelocatingCacheManager",
     "group_file_paths", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
     "make_layered_manager", "install_cache_manager", "store_binaries_only", "install_memoized_toolchain_identity",
-    "device_context", "init_handles", "install_jit_cache_hook",
+    "device_context", "init_handles", "install_jit_cache_hook", "forced_compile",
 ]
 
 _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
@@ -385,6 +385,18 @@ def make_layered_manager(primary: str, overlay: str | None, memory: Callable[[],
                 return FileCacheManager.put_group(self, filename, moved)
 
     return LayeredCacheManager
+
+
+@contextlib.contextmanager
+def forced_compile(enabled: bool = True) -> Iterator[None]:
+    """Compile even if Triton's file cache has the kernel: its files carry no checksum, so a
+    kernel without a verified qsa entry is never taken from there."""
+    previous = knobs.compilation.always_compile
+    knobs.compilation.always_compile = enabled or previous
+    try:
+        yield
+    finally:
+        knobs.compilation.always_compile = previous
 
 
 def install_cache_manager(manager_class, triton_dir: str) -> None:
