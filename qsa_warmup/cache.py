@@ -227,11 +227,7 @@ class KernelCache:
             folder = os.path.join(self.triton_dir, name)
             if not os.path.isdir(folder):
                 continue
-            for grp in tc.group_file_paths(folder):
-                data = _read_json(grp) or {}
-                children = (data.get("child_paths") or {}) if isinstance(data, dict) else {}
-                if any(os.path.dirname(p) != folder for p in children.values()):
-                    bad.append(grp)
+            bad.extend(grp for grp in tc.group_file_paths(folder) if tc.repointed_group(grp)[1])
         return bad
 
     def triton_view(self, overlay_root: str | None = None) -> str:
@@ -251,12 +247,8 @@ class KernelCache:
             raise CacheError(self.root, "moved and read-only; an overlay folder is needed for plain Triton")
         overlay = os.path.join(overlay_root, hashlib.sha256(self.root.encode()).hexdigest()[:16])
         for grp in misplaced:
-            folder = os.path.dirname(grp)
-            data = _read_json(grp) or {}
-            children = data.get("child_paths") or {}
-            fixed = {n: os.path.join(folder, os.path.basename(p)) for n, p in children.items()}
-            target = os.path.join(overlay, os.path.basename(folder), os.path.basename(grp))
-            atomic_write_json(target, {"child_paths": fixed})
+            target = os.path.join(overlay, os.path.basename(os.path.dirname(grp)), os.path.basename(grp))
+            atomic_write_json(target, tc.repointed_group(grp)[0])
         log.warning("cache %s is read-only and was moved: plain Triton should use the overlay %s", self.root, overlay)
         return overlay
 

@@ -11,6 +11,7 @@ times out with a warning naming the file. Loss of the cache never stops a server
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import tempfile
@@ -69,8 +70,6 @@ def _as_config(config) -> DeploymentConfig:
 
 
 def _closest(requested) -> str | None:
-    import json
-
     planned = _planned_variants.get(requested.kernel)
     if not planned:
         return None
@@ -141,7 +140,6 @@ def _cuda_initialized() -> bool:
 
 def _prebuild_in_child(cfg, target, cache, jobs, timeout, only) -> tuple[int, int]:
     """``qsa-warmup prebuild --only ...`` in a fresh process; (compiled, failed)."""
-    import json
     import subprocess
     import sys
 
@@ -324,8 +322,6 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
                 except Exception as exc:  # e.g. out of shared memory: the launch would fail the same way
                     warn(f"{spec.id}: cannot load on cuda:{device}: {exc}")
     _planned_variants.clear()
-    import json
-
     for spec in plan.specs:
         consts = {k: v for k, v in spec.launch.options.items() if k not in ("num_warps", "num_stages")}
         _planned_variants.setdefault(spec.kernel, []).append(

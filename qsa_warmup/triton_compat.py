@@ -37,7 +37,7 @@ __all__ = [
     "GPUTarget", "parse_target", "target_name", "current_gpu_target", "OfflineDriver", "active_driver",
     "RequestedVariant", "capture_requests", "compile_launch", "CompiledInfo", "compiled_info", "file_cache_dirname",
     "toolchain_parts", "triton_cache_dir", "use_triton_cache_dir", "compilation_listener", "RelocatingCacheManager",
-    "group_file_paths", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
+    "group_file_paths", "repointed_group", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
     "make_layered_manager", "install_cache_manager", "store_binaries_only", "install_memoized_toolchain_identity",
     "device_context", "init_handles", "install_jit_cache_hook", "forced_compile",
 ]
@@ -279,16 +279,27 @@ def group_file_paths(entry_dir: str) -> list[str]:
     return sorted(os.path.join(entry_dir, n) for n in os.listdir(entry_dir) if n.startswith("__grp__"))
 
 
-def repoint_group_file(path: str) -> bool:
-    """Rewrite a group file's child paths to its own folder (atomic). True if it changed."""
-    with open(path) as f:
-        data = json.load(f)
-    children = data.get("child_paths") or {}
+def repointed_group(path: str) -> tuple[dict, bool]:
+    """A group file's content with its child paths moved into the group's own folder, and
+    whether that changed anything (unreadable files count as unchanged and empty)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {"child_paths": {}}, False
+    children = data.get("child_paths") if isinstance(data, dict) else None
+    if not isinstance(children, dict):
+        return {"child_paths": {}}, False
     folder = os.path.dirname(os.path.abspath(path))
     fixed = {name: os.path.join(folder, os.path.basename(p)) for name, p in children.items()}
-    if fixed == children:
+    return {**data, "child_paths": fixed}, fixed != children
+
+
+def repoint_group_file(path: str) -> bool:
+    """Rewrite a group file's child paths to its own folder (atomic). True if it changed."""
+    data, changed = repointed_group(path)
+    if not changed:
         return False
-    data["child_paths"] = fixed
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(data, f)
