@@ -25,17 +25,22 @@ import triton.language as tl
 from ._checks import check_int, check_same_device, check_shape, check_tensor
 from ._launch import KernelLaunch
 
-__all__ = ["TopkConfig", "topk_launch_config", "ragged_topk_launch", "ragged_topk", "SINGLE_PASS_MAX_COLS"]
+__all__ = ["TopkConfig", "topk_launch_config", "ragged_topk_launch", "ragged_topk_launches", "ragged_topk",
+           "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS"]
 
 SINGLE_PASS_MAX_COLS = 32768
 _MIN_BLOCK = 1024
 _STREAM_BLOCK = 8192
 _OUT_BLOCK = 1024
+# split path (tools/bench_kernels.py --sweep, docs/benchmarks.md)
+SPLIT_MIN_COLS = 4096
+SPLIT_CHUNK = 4096
+SPLIT_WARPS = 8
 
 
 @dataclass(frozen=True)
 class TopkConfig:
-    path: str  # "single" or "streaming"
+    path: str  # "single", "streaming" (one program per row) or "split" (a row over many programs)
     block: int
     num_warps: int
     out_block: int
@@ -47,8 +52,11 @@ class TopkConfig:
 def topk_launch_config(num_cols: int) -> TopkConfig:
     """Every launch decision of the ragged top-k (called by the launcher and the planner).
 
-    Widths are bucketed to powers of two, so a deployment reaches a small, known set of
-    variants whatever its per-step widths are."""
+    Rows wider than ``SPLIT_MIN_COLS`` are spread over many programs (``split``: a fixed chunk
+    whatever the width); narrower rows take one program each, widths bucketed to powers of two,
+    so a deployment reaches a small, known set of variants whatever its per-step widths are."""
+    if num_cols > SPLIT_MIN_COLS:
+        return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK)
     if num_cols > SINGLE_PASS_MAX_COLS:
         return TopkConfig("streaming", _STREAM_BLOCK, 16, _OUT_BLOCK)
     block = max(_MIN_BLOCK, triton.next_power_of_2(max(num_cols, 1)))
@@ -184,8 +192,142 @@ def _ragged_topk_kernel(
             ties_seen += tl.sum(tie.to(tl.int32), axis=0)
 
 
-def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None) -> KernelLaunch:
-    """The top-k launch; ``config`` overrides :func:`topk_launch_config` (tests)."""
+# -- split path: one row spread over many programs ------------------------------------------
+# The k-th largest key is found digit by digit (4 passes of 8 bits, most significant first);
+# each pass is one launch in which every program adds the digit histogram of its chunk of a row
+# to that row's histogram in global memory (atomics), so all SMs work on a few long rows. Each
+# program re-derives the digits chosen so far from the earlier histograms (256 values each).
+# A last launch writes the columns above the threshold and as many ties as needed, placed by
+# per-row atomic counters (output order is free).
+SPLIT_DIGITS = 4
+SPLIT_BINS = 256
+
+
+@triton.jit
+def _split_prefix(hist_row_ptr, k, passes):
+    """(prefix of the k-th largest unsigned key in its top 8*passes bits, keys still to take
+    at that prefix) from the first ``passes`` digit histograms of a row."""
+    digits = tl.arange(0, 256)
+    prefix = tl.full((), 0, tl.uint32)
+    remaining = k
+    for p in range(passes):
+        hist = tl.load(hist_row_ptr + p * 256 + digits)
+        at_least = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist  # count(digit >= d)
+        chosen = tl.max(tl.where(at_least >= remaining, digits, -1), axis=0)
+        remaining -= tl.sum(tl.where(digits > chosen, hist, 0), axis=0)
+        prefix = prefix | (chosen.to(tl.uint32) << (24 - 8 * p))
+    return prefix, remaining
+
+
+@triton.jit
+def _load_unsigned_keys(row_ptr, cols, n):
+    # unsigned keys whose order equals the float order
+    keys = _order_keys(tl.load(row_ptr + cols, mask=cols < n, other=0.0))
+    return (keys ^ -2147483648).to(tl.uint32, bitcast=True)
+
+
+@triton.jit(do_not_specialize=["num_cols", "k", "digit"],
+            do_not_specialize_on_alignment=["lengths_ptr"])
+def _split_histogram_kernel(
+    logits_ptr,
+    lengths_ptr,
+    work_ptr,
+    stride_logits_row,
+    num_cols,
+    k,
+    digit,
+    CHUNK: tl.constexpr,
+    WORK_STRIDE: tl.constexpr,
+):
+    row = tl.program_id(0)
+    start = tl.program_id(1) * CHUNK
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
+    if n > k and start < n:
+        hist_row_ptr = work_ptr + row.to(tl.int64) * WORK_STRIDE
+        prefix, remaining = _split_prefix(hist_row_ptr, k, digit)
+        cols = start + tl.arange(0, CHUNK)
+        keys = _load_unsigned_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
+        shift = 24 - 8 * digit
+        high = (tl.full((), 0xFFFFFFFF, tl.int64) << (shift + 8)).to(tl.uint32)  # 0 on the first digit
+        match = (cols < n) & ((keys & high) == prefix)
+        hist = tl.histogram(((keys >> shift) & 255).to(tl.int32), 256, mask=match)
+        bins = tl.arange(0, 256)
+        tl.atomic_add(hist_row_ptr + digit * 256 + bins, hist, mask=hist > 0, sem="relaxed")
+
+
+@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k"],
+            do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"])
+def _split_select_kernel(
+    logits_ptr,
+    lengths_ptr,
+    work_ptr,
+    out_ptr,
+    stride_logits_row,
+    stride_out_row,
+    num_cols,
+    k,
+    CHUNK: tl.constexpr,
+    WORK_STRIDE: tl.constexpr,
+):
+    row = tl.program_id(0)
+    start = tl.program_id(1) * CHUNK
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
+    out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
+    cols = start + tl.arange(0, CHUNK)
+    if n <= k:
+        tl.store(out_row_ptr + cols, tl.where(cols < n, cols, -1), mask=cols < k)
+    elif start < n:
+        hist_row_ptr = work_ptr + row.to(tl.int64) * WORK_STRIDE
+        threshold, ties_needed = _split_prefix(hist_row_ptr, k, 4)
+        keys = _load_unsigned_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
+        in_row = cols < n
+        above = in_row & (keys > threshold)
+        tie = in_row & (keys == threshold)
+        counter_ptr = hist_row_ptr + 4 * 256
+        n_above = tl.sum(above.to(tl.int32), axis=0)
+        n_tie = tl.sum(tie.to(tl.int32), axis=0)
+        above_base = tl.atomic_add(counter_ptr, n_above, sem="relaxed")
+        tie_base = tl.atomic_add(counter_ptr + 1, n_tie, sem="relaxed")
+        position = above_base + tl.cumsum(above.to(tl.int32), axis=0) - 1
+        tl.store(out_row_ptr + position, cols, mask=above)
+        tie_rank = tie_base + tl.cumsum(tie.to(tl.int32), axis=0) - 1
+        take = tie & (tie_rank < ties_needed)
+        tl.store(out_row_ptr + (k - ties_needed) + tie_rank, cols, mask=take)
+
+
+def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
+    rows, num_cols = logits.shape
+    work_stride = SPLIT_DIGITS * SPLIT_BINS + 2  # 4 histograms, then the two counters
+    work = _workspace(logits, rows * work_stride)
+    chunks = triton.cdiv(max(num_cols, k), cfg.block)
+    common = dict(CHUNK=cfg.block, WORK_STRIDE=work_stride, num_warps=cfg.num_warps)
+    launches = [KernelLaunch(_split_histogram_kernel, (rows, chunks),
+                             (logits, lengths, work, logits.stride(0), num_cols, k, digit), common)
+                for digit in range(SPLIT_DIGITS)]
+    launches.append(KernelLaunch(_split_select_kernel, (rows, chunks),
+                                 (logits, lengths, work, out, logits.stride(0), out.stride(0), num_cols, k), common))
+    return launches
+
+
+def _workspace(logits, numel):
+    from ._launch import TensorMeta
+
+    if isinstance(logits, TensorMeta):  # planning: only dtype and alignment matter
+        return TensorMeta((numel,), torch.int32)
+    return torch.zeros(numel, dtype=torch.int32, device=logits.device)
+
+
+def ragged_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None) -> list[KernelLaunch]:
+    """Every launch of one ragged top-k, in order; ``config`` overrides
+    :func:`topk_launch_config` (tests, benchmarks)."""
+    cfg = config or topk_launch_config(logits.shape[1] if len(logits.shape) == 2 else 0)
+    if cfg.path == "split":
+        _check_topk(logits, lengths, k, out)
+        return _split_launches(logits, lengths, k, out, cfg)
+    return [ragged_topk_launch(logits, lengths, k, out, cfg)]
+
+
+def _check_topk(logits, lengths, k, out):
     check_tensor("logits", logits, ndim=2, dtypes=(torch.float32,))
     check_tensor("lengths", lengths, ndim=1, dtypes=(torch.int32,))
     check_tensor("out", out, ndim=2, dtypes=(torch.int32,))
@@ -200,7 +342,15 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
     if k > 1 and out.stride(1) != 1:
         raise ValueError("out must be contiguous in its last dimension")
     check_same_device(logits=logits, lengths=lengths, out=out)
+
+
+def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None) -> KernelLaunch:
+    """The one-program-per-row top-k launch; ``config`` overrides :func:`topk_launch_config`."""
+    _check_topk(logits, lengths, k, out)
+    rows, num_cols = logits.shape
     cfg = config or topk_launch_config(num_cols)
+    if cfg.path == "split":
+        raise ValueError("the split path is several launches: use ragged_topk_launches")
     return KernelLaunch(
         _ragged_topk_kernel,
         (rows,),
@@ -215,4 +365,5 @@ def ragged_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
     order); when ``lengths[r] <= k``, ``0..lengths[r]-1`` then -1. logits float32 [rows, width]
     (rows contiguous, any row stride), lengths int32 [rows] (clamped to [0, width]), out int32
     [rows, k]. Ties are broken towards the lower column index. No host-device synchronization."""
-    ragged_topk_launch(logits, lengths, k, out).run()
+    for launch in ragged_topk_launches(logits, lengths, k, out):
+        launch.run()

@@ -189,6 +189,8 @@ class KernelCache:
             return EntryStatus(spec.id, "corrupt", "manifest entry unreadable")
         if entry.get("kernel") != spec.kernel or entry.get("key") != spec.key:
             return EntryStatus(spec.id, "missing", "entry was built for another specialization")
+        if getattr(spec, "compile_hash", "") and entry.get("hash") != spec.compile_hash:
+            return EntryStatus(spec.id, "missing", "entry was built from other kernel source or compile options")
         folder = os.path.join(self.triton_dir, entry["folder"])
         if not os.path.isdir(folder):
             return EntryStatus(spec.id, "missing", f"triton/{entry['folder']} is gone")

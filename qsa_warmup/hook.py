@@ -258,6 +258,7 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     # -- verify what is there; anything not intact is never loaded
     stale = cache.stale_reason(cfg, target, fp)
     rebuild = []
+    verified: dict[str, tuple[str, dict]] = {}  # spec id -> (entry folder, entry) that passed checksums
     for spec in plan.specs:
         states = []
         for c in readable:
@@ -265,6 +266,7 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
             status = c.verify_entry(entry, spec)
             states.append(status)
             if status.state == "ok":
+                verified[spec.id] = (os.path.join(c.triton_dir, entry["folder"]), entry)
                 break
             if status.state == "corrupt" and entry and "folder" in entry:
                 blocked.add(entry["folder"])
@@ -305,17 +307,31 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
             if entry and "folder" in entry and c.verify_entry(entry, spec).state == "ok":
                 if c is cache:
                     blocked.discard(entry["folder"])
+                verified[spec.id] = (os.path.join(c.triton_dir, entry["folder"]), entry)
                 break
         else:
             unverified.add(spec.id)
     # -- load every spec into Triton's in-memory cache (and onto the GPU)
+    # A verified entry goes straight into the JIT function's in-memory cache (its Triton compile
+    # hash re-derived from the source, options and toolchain first); anything else takes
+    # Triton's compile(), forced to build afresh unless the entry was verified.
     hits, misses = [], []
     offline_target = None if gpu is not None else tc.parse_target(target)
     with tc.compilation_listener(lambda name, hit: (hits if hit else misses).append(name)), \
             tc.device_context(device), tc.active_driver(offline_target):
         for spec in plan.specs:
-            with tc.forced_compile(spec.id in unverified):
-                kernel = spec.launch.warmup()
+            kernel = None
+            if spec.id in verified and spec.id not in unverified:
+                folder, entry = verified[spec.id]
+                kernel = tc.load_from_entry(spec.launch, folder, entry["files"], entry.get("hash", ""))
+                if kernel is None:
+                    warn(f"{spec.id}: Triton's compile hash no longer matches the entry; compiling")
+                    unverified.add(spec.id)
+                else:
+                    hits.append(spec.kernel)
+            if kernel is None:
+                with tc.forced_compile(spec.id in unverified):
+                    kernel = spec.launch.warmup()
             if gpu is not None:
                 try:
                     tc.init_handles(kernel)

@@ -45,6 +45,7 @@ class PlannedSpec:
     key: str = ""  # Triton's in-memory cache key for this launch on the target
     detail: str = ""
     point: tuple = ()  # the envelope point launch_for() rebuilds the launch from
+    compile_hash: str = ""  # Triton's compile hash (source, options, toolchain): what a built entry must match
 
     @property
     def key_digest(self) -> str:
@@ -65,7 +66,7 @@ class Plan:
 
     def to_memo(self) -> list:
         return [{"id": s.id, "family": s.family, "kernel": s.kernel, "point": list(s.point), "key": s.key,
-                 "detail": s.detail} for s in self.specs]
+                 "detail": s.detail, "compile_hash": s.compile_hash} for s in self.specs]
 
 
 def _i32(*shape, misalign=0):
@@ -91,10 +92,10 @@ def launch_for(cfg: DeploymentConfig, family: str, point: tuple) -> kernels.Kern
             _i32(2, cfg.page_table_width, misalign=4), _i32(3, misalign=4), _i32(rows, misalign=4),
             TensorMeta((rows, width), torch.float32, stride=(stride, 1)), rows, 0, rows, width)
     if family == "topk":
-        width, stride = point
+        width, stride, index = point  # index: which of the top-k's launches
         k = cfg.block_topk
-        return kernels.ragged_topk_launch(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
-                                          _i32(2, misalign=4), k, _i32(2, k, misalign=4))
+        return kernels.ragged_topk_launches(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
+                                            _i32(2, misalign=4), k, _i32(2, k, misalign=4))[index]
     if family == "expand":
         (pos_name,) = point
         return kernels.expand_launch(
@@ -130,7 +131,14 @@ def _topk_points(cfg: DeploymentConfig):
     # Decode scores the full table width (row stride = width). Prefill scores widths in steps of
     # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
     # contract), so one prefill layout per top-k launch config stands for all of its widths.
-    yield ("topk", None, (cfg.num_columns, cfg.num_columns), "decode layout")
+    # Every launch of a top-k is a point (the split path's four digit passes share one variant:
+    # the planner dedupes them by key).
+    def launches(width, stride, detail):
+        count = len(kernels.ragged_topk_launches(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
+                                                 _i32(2), cfg.block_topk, _i32(2, cfg.block_topk)))
+        for index in range(count):
+            yield ("topk", None, (width, stride, index), detail)
+    yield from launches(cfg.num_columns, cfg.num_columns, "decode layout")
     seen = set()
     for seq_len in range(1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio):
         width, stride, _ = kernels.prefill_logits_layout(min(seq_len, cfg.num_columns * cfg.compress_ratio),
@@ -138,7 +146,7 @@ def _topk_points(cfg: DeploymentConfig):
         c = kernels.topk_launch_config(width)
         if c not in seen:
             seen.add(c)
-            yield ("topk", None, (width, stride), f"prefill widths from {width}")
+            yield from launches(width, stride, f"prefill widths from {width}")
 
 
 def _expand_points(cfg: DeploymentConfig):
@@ -183,7 +191,7 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
     target_name = target or cfg.target
     if memo is not None:
         specs = [PlannedSpec(m["id"], m["family"], m["kernel"], launch_for(cfg, m["family"], tuple(m["point"])),
-                             m["key"], m["detail"], tuple(m["point"])) for m in memo]
+                             m["key"], m["detail"], tuple(m["point"]), m["compile_hash"]) for m in memo]
         return Plan(cfg, target_name, specs)
     gpu_target = tc.parse_target(target_name) if offline else None
     specs: list[PlannedSpec] = []
@@ -197,7 +205,11 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                     raise RuntimeError("kernels were imported under TRITON_INTERPRET=1; warmup needs compiled kernels")
                 if spec_id is None:  # top-k: named by the launch it makes
                     o = launch.options
-                    spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
+                    if "CHUNK" in o:
+                        part = "hist" if "digit" in launch.kernel.arg_names else "select"
+                        spec_id = f"topk.split.{part}.c{o['CHUNK']}.w{o['num_warps']}"
+                    else:
+                        spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
                 kernel, key = request_key(launch)
                 if (kernel, key) in seen:
                     continue
@@ -206,7 +218,7 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                     spec_id = f"{spec_id}.v{ids[spec_id]}"
                 else:
                     ids[spec_id] = 1
-                spec = PlannedSpec(spec_id, family, kernel, launch, key, detail, point)
+                spec = PlannedSpec(spec_id, family, kernel, launch, key, detail, point, tc.compile_hash_of(launch))
                 seen[(kernel, key)] = spec
                 specs.append(spec)
     return Plan(cfg, target_name, specs)

@@ -39,7 +39,7 @@ __all__ = [
     "toolchain_parts", "triton_cache_dir", "use_triton_cache_dir", "compilation_listener", "RelocatingCacheManager",
     "group_file_paths", "repointed_group", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
     "make_layered_manager", "install_cache_manager", "store_binaries_only", "install_memoized_toolchain_identity",
-    "device_context", "init_handles", "install_jit_cache_hook", "forced_compile",
+    "device_context", "init_handles", "install_jit_cache_hook", "forced_compile", "load_from_entry", "compiled_kernel_from_files", "compile_hash_of",
 ]
 
 _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
@@ -424,17 +424,16 @@ def store_binaries_only(enabled: bool = True) -> None:
 # -- fast toolchain identity -----------------------------------------------------------------
 
 def _triton_key_inputs() -> list[str]:
-    import pkgutil
     import sysconfig
 
     root = os.path.dirname(os.path.abspath(triton.__file__))
+    # every module file under the packages triton_key() walks (a superset of what it hashes:
+    # any change there recomputes the key), listed without importing them as pkgutil would
     files = [os.path.join(root, "runtime", "cache.py")]
-    for sub, prefix in (("compiler", "triton.compiler."), ("backends", "triton.backends."),
-                        ("language", "triton.language.")):
-        for lib in pkgutil.walk_packages([os.path.join(root, sub)], prefix=prefix):
-            spec = lib.module_finder.find_spec(lib.name)
-            if spec is not None and spec.origin:
-                files.append(spec.origin)
+    for sub in ("compiler", "backends", "language"):
+        for folder, dirs, names in os.walk(os.path.join(root, sub)):
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "include", "bin", "lib")]
+            files.extend(os.path.join(folder, n) for n in names if n.endswith((".py", ".so")))
     ext = sysconfig.get_config_var("EXT_SUFFIX").split(".")[-1]
     files.append(os.path.join(root, "_C", f"libtriton.{ext}"))
     return files
@@ -507,6 +506,104 @@ def device_context(index: int | None):
 
     with torch.cuda.device(index):
         yield
+
+
+@functools.lru_cache(maxsize=None)
+def _metadata_class(fields: tuple):
+    from collections import namedtuple
+
+    return namedtuple("KernelMetadata", fields)
+
+
+@functools.lru_cache(maxsize=None)
+def _backend_for(target: GPUTarget):
+    from triton.compiler.compiler import make_backend
+
+    return make_backend(target)
+
+
+def compiled_kernel_from_files(src, metadata_group: dict, compile_hash: str):
+    """What ``CompiledKernel(src, metadata_group, hash)`` builds, with the metadata class and the
+    backend made once per field set / target instead of once per kernel (a third of the warm
+    load time). ``tests/test_offline_compile.py`` checks it equals Triton's constructor."""
+    from triton.compiler.compiler import AsmDict, CompiledKernel
+
+    metadata_path = next(p for name, p in metadata_group.items() if name.endswith(".json"))
+    with open(metadata_path) as f:
+        metadata = json.load(f)
+    t = metadata["target"]
+    metadata["target"] = GPUTarget(t["backend"], t["arch"], t["warp_size"])
+    kernel = CompiledKernel.__new__(CompiledKernel)
+    kernel.metadata = _metadata_class(tuple(sorted(metadata)))(**metadata)
+    backend = _backend_for(kernel.metadata.target)
+    kernel.packed_metadata = backend.pack_metadata(kernel.metadata)
+    kernel.src = src
+    kernel.hash = compile_hash
+    kernel.name = kernel.metadata.name
+    asm = AsmDict()
+    for name, path in metadata_group.items():
+        if name.endswith(".json"):
+            continue
+        ext = os.path.splitext(name)[1][1:]
+        with open(path, "rb" if ext == backend.binary_ext else "r") as f:
+            asm[ext] = f.read()
+    kernel.asm = asm
+    kernel.metadata_group = metadata_group
+    kernel.kernel = asm[backend.binary_ext]
+    kernel.module = kernel.function = kernel._run = None
+    return kernel
+
+
+def _bind(launch):
+    """(in-memory cache, in-memory key, ASTSource, options, compile hash) of ``launch`` on the
+    active driver, computed exactly as ``JITFunction.run`` and ``compile()`` compute them."""
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.runtime.jit import compute_cache_key
+
+    fn = launch.kernel
+    device = _driver_config.active.get_current_device()
+    kernel_cache, kernel_key_cache, target, backend, binder = fn.device_caches[device]
+    kwargs = dict(launch.options)
+    kwargs["debug"] = kwargs.get("debug", fn.debug) or knobs.runtime.debug
+    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    bound_args, specialization, options = binder(*launch.args, **kwargs)
+    key = compute_cache_key(kernel_key_cache, specialization, options)
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
+    src = fn.ASTSource(fn, signature, constexprs, attrs)
+    extra = src.parse_options()
+    if extra:  # as compile() does; ASTSource adds nothing
+        options = backend.parse_options(dict(options.__dict__, **extra))
+    cache_key = _runtime_cache.get_cache_key(src, backend, options, env_vars=get_cache_invalidating_env_vars())
+    return kernel_cache, key, src, options, hashlib.sha256(cache_key.encode("utf-8")).hexdigest()
+
+
+def compile_hash_of(launch) -> str:
+    """Triton's compile hash for ``launch`` (its file-cache folder, in hex): kernel source and
+    dependencies, specialization, options, environment and toolchain. Compiles nothing."""
+    return _bind(launch)[4]
+
+
+def load_from_entry(launch, folder: str, files, compile_hash: str):
+    """Put ``launch``'s kernel into its JIT function's in-memory cache straight from a verified
+    entry folder, without Triton's ``compile()`` (no group-file lookup, no listener).
+
+    Returns the CompiledKernel (the one already in memory, if any), or None when Triton's own
+    compile hash for this launch, computed now, is not ``compile_hash``: the caller then takes
+    Triton's normal path."""
+    kernel_cache, key, src, options, current_hash = _bind(launch)
+    kernel = kernel_cache.get(key)
+    if kernel is not None:
+        return kernel
+    if current_hash != compile_hash:
+        return None
+    group = {name: os.path.join(folder, name) for name in files if not name.startswith("__grp__")}
+    if not any(name.endswith(".json") for name in group):
+        return None
+    kernel = compiled_kernel_from_files(src, group, compile_hash)
+    if getattr(kernel.metadata, "hash", compile_hash) != compile_hash:
+        return None
+    kernel_cache[key] = kernel
+    return kernel
 
 
 def init_handles(kernel) -> None:

@@ -181,7 +181,7 @@ from qsa_warmup.errors import StrictModeError
 r = qsa_warmup.warmup("tiny", cache_dir={root!r}, target="sm_90", strict={mode!r})
 planned = kernels.ragged_topk_launch(TensorMeta((2, 128), torch.float32), TensorMeta((2,), torch.int32, misalign=4),
                                      16, TensorMeta((2, 16), torch.int32, misalign=4))
-unplanned = kernels.ragged_topk_launch(TensorMeta((2, 5000), torch.float32), TensorMeta((2,), torch.int32),
+unplanned = kernels.ragged_topk_launch(TensorMeta((2, 3000), torch.float32), TensorMeta((2,), torch.int32),
                                        16, TensorMeta((2, 16), torch.int32))
 with tc.active_driver(tc.parse_target("sm_90")):
     planned.warmup()  # in memory after warmup: no compile request at all

@@ -33,3 +33,38 @@ def test_scoring_variants_fit_sm90_shared_memory():
     result = last_json(p)
     too_big = [v for v in result["variants"] if v[4] > result["limit"]]
     assert len(result["variants"]) == 20 and not too_big, too_big
+
+
+def test_fast_loader_builds_what_triton_builds(tmp_path):
+    """The hook's loader (no compile()) yields the same CompiledKernel, under the same in-memory
+    key, as Triton's own cache-hit path; a wrong compile hash is refused."""
+    p = python(f"""
+        import json, os, torch
+        from qsa_warmup import triton_compat as tc
+        from qsa_warmup.config import load_config
+        from qsa_warmup.planner import launch_for
+        from triton.compiler.compiler import CompiledKernel
+        tc.set_triton_cache({str(tmp_path)!r})
+        tc.store_binaries_only(True)
+        with tc.active_driver(tc.parse_target("sm_90")):
+            cfg = load_config(preset="tiny")
+            launch = launch_for(cfg, "expand", (cfg.position_dtypes[0],))
+            built = launch.warmup()
+            folder = os.path.join({str(tmp_path)!r}, tc.file_cache_dirname(built.hash))
+            files = sorted(os.listdir(folder))
+            group = {{n: os.path.join(folder, n) for n in files if not n.startswith("__grp__")}}
+            ref = CompiledKernel(built.src, group, built.hash)
+            mine = tc.compiled_kernel_from_files(built.src, group, built.hash)
+            same = {{k: (getattr(ref, k) == getattr(mine, k)) for k in vars(ref)}}
+            cache = launch.kernel.device_caches[0][0]
+            (key,) = list(cache)
+            cache.clear()
+            refused = tc.load_from_entry(launch, folder, files, "0" * 64)
+            loaded = tc.load_from_entry(launch, folder, files, built.hash)
+            print(json.dumps({{"same": same, "attrs_equal": sorted(vars(ref)) == sorted(vars(mine)),
+                               "refused": refused is None, "key_again": list(cache) == [key],
+                               "binary_equal": loaded.kernel == built.kernel}}))
+    """)
+    r = last_json(p)
+    assert r["attrs_equal"] and all(r["same"].values()), r["same"]
+    assert r["refused"] and r["key_again"] and r["binary_equal"]

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from kernels import TopkConfig, ragged_topk, ragged_topk_launch, topk_launch_config, SINGLE_PASS_MAX_COLS
+from kernels import (SINGLE_PASS_MAX_COLS, SPLIT_MIN_COLS, TopkConfig, ragged_topk, ragged_topk_launch,
+                     ragged_topk_launches, topk_launch_config)
 from _helpers import INT_POISON, assert_topk_matches
 
 
@@ -51,15 +52,51 @@ def test_topk_row_stride_and_unaligned_views(device):
 
 
 def test_topk_streaming_path(device):
-    # wider than the single-pass limit: exercises the streaming path by shape
+    # wider than the single-pass limit, one program per row (the streaming branch by config:
+    # dispatch sends such widths to the split path)
     gen = torch.Generator().manual_seed(3)
     width, k = SINGLE_PASS_MAX_COLS + 2000, 300
-    assert topk_launch_config(width).path == "streaming"
     lengths = torch.tensor([width, SINGLE_PASS_MAX_COLS + 1, 299], dtype=torch.int32)
     logits = torch.randn(3, width, generator=gen)
     out = torch.full((3, k), INT_POISON, dtype=torch.int32, device=device)
-    ragged_topk(logits.to(device), lengths.to(device), k, out)
+    ragged_topk_launch(logits.to(device), lengths.to(device), k, out,
+                       config=TopkConfig("streaming", 8192, 16, 1024)).run()
     assert_topk_matches(out, logits, lengths, k)
+
+
+@pytest.mark.parametrize("chunk,width,k,ties", [(256, 700, 50, True), (512, 3000, 333, True), (1024, 5000, 300, False),
+                                                (256, 200, 500, False), (1024, 2500, 1024, True), (256, 900, 1, False)])
+def test_topk_split_path_small_chunks(device, chunk, width, k, ties):
+    # the split path's kernels with small chunks: many programs per row, atomics across them,
+    # ties at the threshold spread over chunks, k wider than a chunk, rows of length <= k
+    gen = torch.Generator().manual_seed(chunk * 7 + k)
+    lengths = _lengths_around(k, width, gen)
+    logits = torch.randn(len(lengths), width, generator=gen)
+    if ties:
+        logits = logits.round(decimals=1) - 0.3  # both signs, many equal values
+    out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
+    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out,
+                                    config=TopkConfig("split", chunk, 4, 0))
+    assert len(launches) == 5
+    for launch in launches:
+        launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+
+
+def test_topk_split_path_by_shape_with_views(device):
+    # wider than SPLIT_MIN_COLS: dispatch's split path, on a row-strided logits view and
+    # unaligned lengths/out views
+    gen = torch.Generator().manual_seed(5)
+    width, k = SPLIT_MIN_COLS + 900, 512
+    assert topk_launch_config(width).path == "split"
+    big = torch.randn(4, width + 64, generator=gen)
+    logits = big[:, :width]
+    lengths_all = torch.tensor([0, width, 4100, 513, 512], dtype=torch.int32)
+    out_all = torch.full((6, k), INT_POISON, dtype=torch.int32, device=device)
+    ragged_topk(logits.to(device), lengths_all[1:].to(device), k, out_all[1:5])
+    out_all = out_all.cpu()
+    assert_topk_matches(out_all[1:5], logits, lengths_all[1:], k)
+    assert (out_all[0] == INT_POISON).all() and (out_all[5] == INT_POISON).all(), "wrote outside the view"
 
 
 @pytest.mark.parametrize("radix", [True, False])
@@ -110,11 +147,12 @@ def test_topk_single_path_both_searches(device, radix):
     assert_topk_matches(out, logits, lengths, k)
 
 
-def test_topk_single_pass_limit_is_the_path_threshold(device):
-    assert topk_launch_config(SINGLE_PASS_MAX_COLS).path == "single"
-    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1).path == "streaming"
+def test_topk_split_limit_is_the_path_threshold(device):
+    assert topk_launch_config(SPLIT_MIN_COLS).path == "single"
+    assert topk_launch_config(SPLIT_MIN_COLS + 1).path == "split"
+    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1).path == "split"
     gen = torch.Generator().manual_seed(4)
-    for width in (SINGLE_PASS_MAX_COLS, SINGLE_PASS_MAX_COLS + 1):
+    for width in (SPLIT_MIN_COLS, SPLIT_MIN_COLS + 1):
         k = 64
         lengths = torch.tensor([width, width - 1], dtype=torch.int32)
         logits = torch.randn(2, width, generator=gen)

@@ -22,7 +22,7 @@ from triton.testing import do_bench
 sys.path.insert(0, ".")
 from kernels import (decode_launch_config, decode_scores_launch, prefill_launch_config, prefill_logits_layout,  # noqa
                      prefill_scores_launch, qsa_select_paged_decode, qsa_select_paged_prefill, ragged_topk,
-                     ragged_topk_launch, topk_launch_config)
+                     ragged_topk_launch, ragged_topk_launches, topk_launch_config, TopkConfig)
 
 HEADS, HEAD_DIM, PAGE = 32, 128, 64
 
@@ -112,18 +112,38 @@ def topk_case(logits, visible, k, sweep):
     exact = bool(torch.equal(got, masked_torch().values.sort(dim=1, descending=True).values))
     result = {"rows": rows, "cols": cols, "k": k, "ms": ours, "torch_topk_ms": theirs, "ratio": ours / theirs,
               "exact": exact}
+    result["path"] = topk_launch_config(cols).path
     if sweep:
-        base = topk_launch_config(cols)
         trials = []
+
+        def trial(cfg, *label):
+            def run():
+                for launch in ragged_topk_launches(logits, visible, k, out, config=cfg):
+                    launch.run()
+            try:
+                ms = bench(run)
+                got_cfg = logits.gather(1, out.long()).sort(dim=1, descending=True).values
+                trials.append((ms, *label, bool(torch.equal(got_cfg, want))))
+            except Exception as exc:  # noqa: BLE001
+                trials.append((float("inf"), *label, str(exc)[:80]))
+        want = masked_torch().values.sort(dim=1, descending=True).values
+        one_row = (TopkConfig("streaming", 8192, 16, 1024) if cols > 32768 else
+                   TopkConfig("single", max(1024, triton.next_power_of_2(cols)), 16, 1024))
         for radix in (True, False):
             for warps in (8, 16, 32):
-                cfg = dataclasses.replace(base, num_warps=warps, radix=radix)
-                launch = ragged_topk_launch(logits, visible, k, out, config=cfg)
-                try:
-                    trials.append((bench(launch.run), "radix" if radix else "bisect", warps))
-                except Exception as exc:  # noqa: BLE001
-                    trials.append((float("inf"), radix, warps, str(exc)[:80]))
-        result["sweep"] = sorted(trials)
+                trial(dataclasses.replace(one_row, num_warps=warps, radix=radix), "per-row",
+                      "radix" if radix else "bisect", warps)
+        for chunk in (1024, 2048, 4096, 8192):
+            for warps in (4, 8, 16):
+                trial(TopkConfig("split", chunk, warps, 0), "split", chunk, warps)
+        # GPU time alone (launch overhead removed): the dispatch's launches in one CUDA graph
+        graph = torch.cuda.CUDAGraph()
+        ragged_topk(logits, visible, k, out)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph):
+            ragged_topk(logits, visible, k, out)
+        result["graph_ms"] = bench(graph.replay)
+        result["sweep"] = sorted(trials, key=lambda t: t[0])
     return result
 
 
@@ -155,6 +175,8 @@ def prefill_case(dtype, sweep, reqs=4, new_tokens=2048, context=131072, ratio=4,
                                                        out, context), rep=300)
     result = {"dtype": str(dtype).split(".")[-1], "heads": heads, "scoring_ms": ms, "tflops": flops / ms / 1e9,
               "select_ms": select_ms, "config": dataclasses.asdict(base)}
+    if dtype == torch.bfloat16:  # the prefill select's top-k on one logits chunk
+        result["topk_chunk"] = topk_case(logits, visible[:chunk].contiguous(), 2048 // ratio, sweep)
     if sweep:
         trials = []
         for tile_r in (4, 8, 16):
@@ -197,7 +219,7 @@ def main():
             print(f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms']*1e3:8.1f} us {res['tbps']:.2f} TB/s "
                   f"({res['of_copy']:.0%} of copy)", res.get("sweep_best", [None])[0], flush=True)
             if dtype == torch.bfloat16:
-                t = topk_case(logits, visible, 512, args.sweep and reqs != 256)
+                t = topk_case(logits, visible, 512, args.sweep)
                 report["topk"].append(t)
                 print(f"topk {reqs}x{cols} k=512 {t['ms']*1e3:.1f} us vs torch.topk {t['torch_topk_ms']*1e3:.1f} us "
                       f"= {t['ratio']:.2f}x exact={t['exact']}", t.get("sweep"), flush=True)

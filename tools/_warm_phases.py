@@ -1,0 +1,51 @@
+"""Where a warm start of the hook spends its time on this machine (GPU or offline target).
+
+Fresh process, kernels imported; prints one JSON line: total, Triton's one-time binder import
+(gluon), and the hook's phases. Usage: python tools/_warm_phases.py CACHE_DIR [--target sm_90]
+"""
+
+import collections
+import json
+import sys
+import time
+
+sys.path.insert(0, ".")
+import torch  # noqa: E402
+import kernels  # noqa: E402,F401
+
+target = sys.argv[sys.argv.index("--target") + 1] if "--target" in sys.argv else None
+if target is None:
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+t = time.perf_counter()
+import triton.experimental.gluon  # noqa: E402,F401  (imported by Triton's binder on its first call)
+gluon_s = time.perf_counter() - t
+import qsa_warmup  # noqa: E402
+from qsa_warmup import cache, hook, triton_compat as tc  # noqa: E402
+import triton.compiler.compiler as cc  # noqa: E402
+
+acc = collections.Counter()
+
+
+def timed(owner, name, label=None):
+    f = getattr(owner, name)
+
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            acc[label or name] += time.perf_counter() - t0
+    setattr(owner, name, wrapper)
+
+
+for owner, name in ((hook, "_load_plan"), (hook, "current_fingerprint"), (cache.KernelCache, "verify_entry"),
+                    (cache.KernelCache, "read_entry"), (tc, "load_from_entry"), (tc, "init_handles"),
+                    (tc, "compiled_kernel_from_files")):
+    timed(owner, name)
+timed(cc, "compile", "triton_compile")
+t = time.perf_counter()
+report = qsa_warmup.warmup("default", cache_dir=sys.argv[1], target=target)
+total = time.perf_counter() - t
+print(json.dumps({"total_s": total, "gluon_import_s": gluon_s, "loaded": report.loaded, "compiled": report.compiled,
+                  "phases_s": dict(acc.most_common())}))
