@@ -222,8 +222,7 @@ def _split_prefix(hist_row_ptr, k, passes):
 @triton.jit
 def _load_unsigned_keys(row_ptr, cols, n):
     # unsigned keys whose order equals the float order
-    keys = _order_keys(tl.load(row_ptr + cols, mask=cols < n, other=0.0))
-    return (keys ^ -2147483648).to(tl.uint32, bitcast=True)
+    return (_load_keys(row_ptr, cols, n) ^ -2147483648).to(tl.uint32, bitcast=True)
 
 
 @triton.jit(do_not_specialize=["num_cols", "k", "digit"],
