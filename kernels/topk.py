@@ -1,11 +1,14 @@
 """Ragged top-k in Triton: for each row, the column indices of the k largest of its first
 ``lengths[r]`` values (any order); rows with ``lengths[r] <= k`` get ``0..lengths[r]-1`` then -1.
 
-Algorithm: map each float32 to an int32 key with the same order, find the k-th largest key
-(8 radix passes of 4-bit digit histograms, or 32 bisection counts), then write every column
-whose key is above the threshold plus the lowest-indexed columns equal to it, compacted with a
-prefix sum. Rows up to ``SINGLE_PASS_MAX_COLS`` wide stay in registers for all 32 counts
-(``single`` path); wider rows stream from memory for each count (``streaming`` path).
+Keys: each float32 maps to an integer key with the same order. One program per row (rows up to
+``SPLIT_MIN_COLS`` wide): find the k-th largest key (32 bisection counts, or 8 radix passes of
+4-bit digit histograms), then write every column whose key is above it plus the lowest-indexed
+columns equal to it, compacted with a prefix sum; rows up to ``SINGLE_PASS_MAX_COLS`` stay in
+registers (``single``), wider ones stream (``streaming``). Wider rows take the ``split`` path
+(three launches, described above ``_split_bound_kernel``): many programs per row bound the
+k-th largest key from below and gather the few columns above the bound; one program per row
+then selects among those candidates.
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -33,9 +36,11 @@ _MIN_BLOCK = 1024
 _STREAM_BLOCK = 8192
 _OUT_BLOCK = 1024
 # split path (tools/bench_kernels.py --sweep, docs/benchmarks.md)
-SPLIT_MIN_COLS = 8192  # 256 x 8K: one program per row 44 us, split 70-77 us (H200)
+SPLIT_MIN_COLS = 8192  # at 256 x 8K one program per row wins (H200, docs/benchmarks.md)
 SPLIT_CHUNK = 4096
 SPLIT_WARPS = 8
+SPLIT_CANDIDATES = 2048
+SPLIT_FINISH_WARPS = 8
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,9 @@ class TopkConfig:
     # threshold search: 8 radix-16 histogram passes, or 32 bisection counts (faster on the H200:
     # 108 vs 123 us at 64 x 32K, docs/benchmarks.md)
     radix: bool = False
+    # split path: the per-row candidate list (the finishing program's block) and its warps
+    candidates: int = 0
+    finish_warps: int = 0
 
 
 def topk_launch_config(num_cols: int) -> TopkConfig:
@@ -56,7 +64,8 @@ def topk_launch_config(num_cols: int) -> TopkConfig:
     whatever the width); narrower rows take one program each, widths bucketed to powers of two,
     so a deployment reaches a small, known set of variants whatever its per-step widths are."""
     if num_cols > SPLIT_MIN_COLS:
-        return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK)
+        return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=SPLIT_CANDIDATES,
+                          finish_warps=SPLIT_FINISH_WARPS)
     if num_cols > SINGLE_PASS_MAX_COLS:
         return TopkConfig("streaming", _STREAM_BLOCK, 16, _OUT_BLOCK)
     block = max(_MIN_BLOCK, triton.next_power_of_2(max(num_cols, 1)))
@@ -193,127 +202,216 @@ def _ragged_topk_kernel(
 
 
 # -- split path: one row spread over many programs ------------------------------------------
-# The k-th largest key is found digit by digit (4 passes of 8 bits, most significant first);
-# each pass is one launch in which every program adds the digit histogram of its chunk of a row
-# to that row's histogram in global memory (atomics), so all SMs work on a few long rows. Each
-# program re-derives the digits chosen so far from the earlier histograms (256 values each).
-# A last launch writes the columns above the threshold and as many ties as needed, placed by
-# per-row atomic counters (output order is free).
-SPLIT_DIGITS = 4
-SPLIT_BINS = 256
-
-
-@triton.jit
-def _split_prefix(hist_row_ptr, k, passes):
-    """(prefix of the k-th largest unsigned key in its top 8*passes bits, keys still to take
-    at that prefix) from the first ``passes`` digit histograms of a row."""
-    digits = tl.arange(0, 256)
-    prefix = tl.full((), 0, tl.uint32)
-    remaining = k
-    for p in range(passes):
-        hist = tl.load(hist_row_ptr + p * 256 + digits)
-        at_least = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist  # count(digit >= d)
-        chosen = tl.max(tl.where(at_least >= remaining, digits, -1), axis=0)
-        remaining -= tl.sum(tl.where(digits > chosen, hist, 0), axis=0)
-        prefix = prefix | (chosen.to(tl.uint32) << (24 - 8 * p))
-    return prefix, remaining
+# Three launches, so all SMs work on a few long rows:
+#   bound:  each program holding a full chunk of a row finds a key b with at least
+#           j = ceil(k / full chunks) of its chunk's keys >= b (16 bisection steps over the
+#           chunk's key range, in registers). The smallest b of a row's chunks is a lower bound
+#           of the row's k-th largest key: those chunks alone hold >= k keys at or above it.
+#   filter: each program appends the columns whose key is >= the row's bound to the row's
+#           candidate list (one relaxed atomic per appended column); for well-mixed rows that
+#           is about 1.2-2 k columns.
+#   finish: one program per row selects the k largest candidates exactly (bisection over the
+#           candidates' keys in registers) and writes the row. A row whose candidates overflow
+#           the list (thousands of values tied at the bound, or one chunk holding far more than
+#           its share of the row's top keys) is finished by streaming the row instead: slower,
+#           still exact.
+# No launch reads ``out``; output order is free; ties at the threshold are taken in no
+# particular order. The workspace needs no initialization: the bound launch zeroes the counters.
+_BOUND_STEPS = tl.constexpr(16)
 
 
 @triton.jit
 def _load_unsigned_keys(row_ptr, cols, n):
-    # unsigned keys whose order equals the float order
-    return (_load_keys(row_ptr, cols, n) ^ -2147483648).to(tl.uint32, bitcast=True)
+    # keys as int64 in [0, 2**32), ordered as the floats
+    keys = _load_keys(row_ptr, cols, n) ^ -2147483648
+    return keys.to(tl.uint32, bitcast=True).to(tl.int64)
 
 
-@triton.jit(do_not_specialize=["num_cols", "k", "digit"],
-            do_not_specialize_on_alignment=["lengths_ptr"])
-def _split_histogram_kernel(
+@triton.jit
+def _keys_per_full_chunk(n, k, CHUNK: tl.constexpr):
+    """(chunks of the row that are full, keys each must hold at or above its bound); a row
+    without a usable bound gets (0, 0)."""
+    full = n // CHUNK
+    share = tl.cdiv(k, tl.maximum(full, 1))
+    usable = (full > 0) & (share <= CHUNK)
+    return tl.where(usable, full, 0), tl.where(usable, share, 0)
+
+
+@triton.jit(do_not_specialize=["num_cols", "k"], do_not_specialize_on_alignment=["lengths_ptr"])
+def _split_bound_kernel(
     logits_ptr,
     lengths_ptr,
-    work_ptr,
+    counts_ptr,
+    bounds_ptr,
     stride_logits_row,
     num_cols,
     k,
-    digit,
     CHUNK: tl.constexpr,
-    WORK_STRIDE: tl.constexpr,
+):
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
+    if n > k:
+        if chunk == 0:  # the filter launch appends to the row's list
+            tl.store(counts_ptr + row, 0)
+        full, share = _keys_per_full_chunk(n, k, CHUNK)
+        if chunk < full:
+            cols = chunk * CHUNK + tl.arange(0, CHUNK)
+            keys = _load_unsigned_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
+            # invariant: count(key >= low) >= share > count(key >= high)
+            low = tl.min(keys, axis=0)
+            high = tl.max(keys, axis=0) + 1
+            for _ in range(_BOUND_STEPS):
+                mid = (low + high) >> 1
+                enough = tl.sum((keys >= mid).to(tl.int32), axis=0) >= share
+                low = tl.where(enough, mid, low)
+                high = tl.where(enough, high, mid)
+            tl.store(bounds_ptr + row.to(tl.int64) * tl.num_programs(1) + chunk, low.to(tl.int32))
+
+
+@triton.jit
+def _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK: tl.constexpr):
+    # the smallest of the row's chunk bounds (key 0, i.e. no bound, when the row has none)
+    full, share = _keys_per_full_chunk(n, k, CHUNK)
+    bound = tl.full((), 4294967295, tl.int64)
+    for c0 in range(0, full, 64):
+        c = c0 + tl.arange(0, 64)
+        b = tl.load(bounds_ptr + row.to(tl.int64) * nchunks + c, mask=c < full, other=-1)
+        bound = tl.minimum(bound, tl.min(b.to(tl.uint32, bitcast=True).to(tl.int64), axis=0))
+    return tl.where(full > 0, bound, 0)
+
+
+@triton.jit(do_not_specialize=["num_cols", "k"], do_not_specialize_on_alignment=["lengths_ptr"])
+def _split_filter_kernel(
+    logits_ptr,
+    lengths_ptr,
+    counts_ptr,
+    bounds_ptr,
+    cands_ptr,
+    stride_logits_row,
+    num_cols,
+    k,
+    CHUNK: tl.constexpr,
+    CANDIDATES: tl.constexpr,
 ):
     row = tl.program_id(0)
     start = tl.program_id(1) * CHUNK
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
     if n > k and start < n:
-        hist_row_ptr = work_ptr + row.to(tl.int64) * WORK_STRIDE
-        prefix, remaining = _split_prefix(hist_row_ptr, k, digit)
+        bound = _row_bound(bounds_ptr, row, n, k, tl.num_programs(1), CHUNK)
         cols = start + tl.arange(0, CHUNK)
         keys = _load_unsigned_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
-        shift = 24 - 8 * digit
-        high = (tl.full((), 0xFFFFFFFF, tl.int64) << (shift + 8)).to(tl.uint32)  # 0 on the first digit
-        match = (cols < n) & ((keys & high) == prefix)
-        hist = tl.histogram(((keys >> shift) & 255).to(tl.int32), 256, mask=match)
-        bins = tl.arange(0, 256)
-        tl.atomic_add(hist_row_ptr + digit * 256 + bins, hist, mask=hist > 0, sem="relaxed")
+        take = (cols < n) & (keys >= bound)
+        slot = tl.atomic_add(counts_ptr + row + tl.zeros_like(cols), 1, mask=take, sem="relaxed")
+        tl.store(cands_ptr + row.to(tl.int64) * CANDIDATES + slot, cols, mask=take & (slot < CANDIDATES))
 
 
-@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k"],
+@triton.jit
+def _count_at_or_above(row_ptr, n, key, BLOCK: tl.constexpr):
+    # streamed over the row: columns whose key is >= key
+    count = 0
+    for start in range(0, n, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        keys = _load_unsigned_keys(row_ptr, cols, n)
+        count += tl.sum(((cols < n) & (keys >= key)).to(tl.int32), axis=0)
+    return count
+
+
+@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k", "nchunks"],
             do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"])
-def _split_select_kernel(
+def _split_finish_kernel(
     logits_ptr,
     lengths_ptr,
-    work_ptr,
+    counts_ptr,
+    bounds_ptr,
+    cands_ptr,
     out_ptr,
     stride_logits_row,
     stride_out_row,
     num_cols,
     k,
+    nchunks,
     CHUNK: tl.constexpr,
-    WORK_STRIDE: tl.constexpr,
+    CANDIDATES: tl.constexpr,
 ):
     row = tl.program_id(0)
-    start = tl.program_id(1) * CHUNK
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
     out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
-    cols = start + tl.arange(0, CHUNK)
+    slots = tl.arange(0, CANDIDATES)
     if n <= k:
-        tl.store(out_row_ptr + cols, tl.where(cols < n, cols, -1), mask=cols < k)
-    elif start < n:
-        hist_row_ptr = work_ptr + row.to(tl.int64) * WORK_STRIDE
-        threshold, ties_needed = _split_prefix(hist_row_ptr, k, 4)
-        keys = _load_unsigned_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
-        in_row = cols < n
-        above = in_row & (keys > threshold)
-        tie = in_row & (keys == threshold)
-        counter_ptr = hist_row_ptr + 4 * 256
-        n_above = tl.sum(above.to(tl.int32), axis=0)
-        n_tie = tl.sum(tie.to(tl.int32), axis=0)
-        above_base = tl.atomic_add(counter_ptr, n_above, sem="relaxed")
-        tie_base = tl.atomic_add(counter_ptr + 1, n_tie, sem="relaxed")
-        position = above_base + tl.cumsum(above.to(tl.int32), axis=0) - 1
-        tl.store(out_row_ptr + position, cols, mask=above)
-        tie_rank = tie_base + tl.cumsum(tie.to(tl.int32), axis=0) - 1
-        take = tie & (tie_rank < ties_needed)
-        tl.store(out_row_ptr + (k - ties_needed) + tie_rank, cols, mask=take)
+        for start in range(0, k, CANDIDATES):
+            idx = start + slots
+            tl.store(out_row_ptr + idx, tl.where(idx < n, idx, -1), mask=idx < k)
+    else:
+        row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
+        # the k-th largest key t: count(key >= low) >= k > count(key >= high)
+        low = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
+        high = tl.full((), 4294967296, tl.int64)
+        num_cands = tl.load(counts_ptr + row)
+        if num_cands <= CANDIDATES:  # every key >= t is in the list
+            in_list = slots < num_cands
+            cols = tl.load(cands_ptr + row.to(tl.int64) * CANDIDATES + slots, mask=in_list, other=0)
+            keys = tl.where(in_list, _load_unsigned_keys(row_ptr, cols, n), -1)
+            high = tl.max(keys, axis=0) + 1
+            while high - low > 1:
+                mid = (low + high) >> 1
+                enough = tl.sum((keys >= mid).to(tl.int32), axis=0) >= k
+                low = tl.where(enough, mid, low)
+                high = tl.where(enough, high, mid)
+            above = keys > low
+            tie = keys == low
+            n_above = tl.sum(above.to(tl.int32), axis=0)
+            tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
+            tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
+            tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
+        else:  # the list overflowed: the same search, streaming the row
+            while high - low > 1:
+                mid = (low + high) >> 1
+                enough = _count_at_or_above(row_ptr, n, mid, CANDIDATES) >= k
+                low = tl.where(enough, mid, low)
+                high = tl.where(enough, high, mid)
+            ties_needed = k - _count_at_or_above(row_ptr, n, low + 1, CANDIDATES)
+            written = 0
+            ties_seen = 0
+            for start in range(0, n, CANDIDATES):
+                cols = start + slots
+                keys = _load_unsigned_keys(row_ptr, cols, n)
+                valid = cols < n
+                tie = valid & (keys == low)
+                tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1 + ties_seen
+                take = (valid & (keys > low)) | (tie & (tie_rank < ties_needed))
+                tl.store(out_row_ptr + written + tl.cumsum(take.to(tl.int32), axis=0) - 1, cols, mask=take)
+                written += tl.sum(take.to(tl.int32), axis=0)
+                ties_seen += tl.sum(tie.to(tl.int32), axis=0)
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
     rows, num_cols = logits.shape
-    work_stride = SPLIT_DIGITS * SPLIT_BINS + 2  # 4 histograms, then the two counters
-    work = _workspace(logits, rows * work_stride)
-    chunks = triton.cdiv(max(num_cols, k), cfg.block)
-    common = dict(CHUNK=cfg.block, WORK_STRIDE=work_stride, num_warps=cfg.num_warps)
-    launches = [KernelLaunch(_split_histogram_kernel, (rows, chunks),
-                             (logits, lengths, work, logits.stride(0), num_cols, k, digit), common)
-                for digit in range(SPLIT_DIGITS)]
-    launches.append(KernelLaunch(_split_select_kernel, (rows, chunks),
-                                 (logits, lengths, work, out, logits.stride(0), out.stride(0), num_cols, k), common))
-    return launches
+    nchunks = triton.cdiv(num_cols, cfg.block)
+    counts, bounds, cands = _workspace(logits, rows, rows * nchunks, rows * cfg.candidates)
+    stride = logits.stride(0)
+    grid = (rows, nchunks)
+    common = dict(CHUNK=cfg.block, num_warps=cfg.num_warps)
+    return [
+        KernelLaunch(_split_bound_kernel, grid, (logits, lengths, counts, bounds, stride, num_cols, k), common),
+        KernelLaunch(_split_filter_kernel, grid, (logits, lengths, counts, bounds, cands, stride, num_cols, k),
+                     dict(common, CANDIDATES=cfg.candidates)),
+        KernelLaunch(_split_finish_kernel, (rows,),
+                     (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k, nchunks),
+                     dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, num_warps=cfg.finish_warps)),
+    ]
 
 
-def _workspace(logits, numel):
+def _workspace(logits, *sizes):
+    """int32 regions of one allocation, each 16-byte aligned (a stable specialization); not
+    initialized: the range launch zeroes what is accumulated into."""
     from ._launch import TensorMeta
 
+    padded = [-(-size // 4) * 4 for size in sizes]
     if isinstance(logits, TensorMeta):  # planning: only dtype and alignment matter
-        return TensorMeta((numel,), torch.int32)
-    return torch.zeros(numel, dtype=torch.int32, device=logits.device)
+        return [TensorMeta((size,), torch.int32) for size in padded]
+    flat = torch.empty(max(sum(padded), 1), dtype=torch.int32, device=logits.device)
+    return list(torch.split(flat[:sum(padded)], padded)) if sum(padded) else [flat] * len(sizes)
 
 
 def ragged_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None) -> list[KernelLaunch]:

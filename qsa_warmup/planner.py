@@ -131,8 +131,7 @@ def _topk_points(cfg: DeploymentConfig):
     # Decode scores the full table width (row stride = width). Prefill scores widths in steps of
     # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
     # contract), so one prefill layout per top-k launch config stands for all of its widths.
-    # Every launch of a top-k is a point (the split path's four digit passes share one variant:
-    # the planner dedupes them by key).
+    # Every launch of a top-k is a point (the split path makes four).
     def launches(width, stride, detail):
         count = len(kernels.ragged_topk_launches(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
                                                  _i32(2), cfg.block_topk, _i32(2, cfg.block_topk)))
@@ -205,9 +204,9 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                     raise RuntimeError("kernels were imported under TRITON_INTERPRET=1; warmup needs compiled kernels")
                 if spec_id is None:  # top-k: named by the launch it makes
                     o = launch.options
-                    if "CHUNK" in o:
-                        part = "hist" if "digit" in launch.kernel.arg_names else "select"
-                        spec_id = f"topk.split.{part}.c{o['CHUNK']}.w{o['num_warps']}"
+                    if launch.kernel_name.startswith("_split_"):
+                        part = launch.kernel_name.removeprefix("_split_").removesuffix("_kernel")
+                        spec_id = f"topk.split.{part}.c{o.get('CHUNK', o.get('CANDIDATES'))}.w{o['num_warps']}"
                     else:
                         spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
                 kernel, key = request_key(launch)

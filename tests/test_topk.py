@@ -64,21 +64,51 @@ def test_topk_streaming_path(device):
     assert_topk_matches(out, logits, lengths, k)
 
 
-@pytest.mark.parametrize("chunk,width,k,ties", [(256, 700, 50, True), (512, 3000, 333, True), (1024, 5000, 300, False),
-                                                (256, 200, 500, False), (1024, 2500, 1024, True), (256, 900, 1, False)])
-def test_topk_split_path_small_chunks(device, chunk, width, k, ties):
+@pytest.mark.parametrize("chunk,width,k,ties,candidates", [
+    (256, 700, 50, True, 1024), (512, 3000, 333, True, 1024), (1024, 5000, 300, False, 1024),
+    (256, 200, 500, False, 1024), (1024, 2500, 1024, True, 2048), (256, 900, 1, False, 1024),
+    # candidate lists that overflow: the finishing program streams the row instead
+    (256, 3000, 333, True, 16), (512, 2000, 100, False, 16)])
+def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates):
     # the split path's kernels with small chunks: many programs per row, atomics across them,
     # ties at the threshold spread over chunks, k wider than a chunk, rows of length <= k
-    gen = torch.Generator().manual_seed(chunk * 7 + k)
+    gen = torch.Generator().manual_seed(chunk * 7 + k + candidates)
     lengths = _lengths_around(k, width, gen)
     logits = torch.randn(len(lengths), width, generator=gen)
     if ties:
         logits = logits.round(decimals=1) - 0.3  # both signs, many equal values
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
     launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out,
-                                    config=TopkConfig("split", chunk, 4, 0))
-    assert len(launches) == 5
+                                    config=TopkConfig("split", chunk, 4, 0, candidates=candidates, finish_warps=4))
+    assert len(launches) == 3
     for launch in launches:
+        launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+
+
+@pytest.mark.parametrize("spread", ["scaled", "outlier", "equal", "negative", "skewed"])
+def test_topk_split_value_ranges(device, spread):
+    # the split path's bounds on rows of tiny and huge scales, with outliers, all values equal
+    # (every column a candidate: the list overflows), only negative values
+    gen = torch.Generator().manual_seed(len(spread))
+    width, k = 3000, 200
+    logits = torch.randn(4, width, generator=gen)
+    if spread == "scaled":
+        logits = logits * torch.tensor([[1e-30], [1e-3], [1e3], [1e30]])
+    elif spread == "outlier":
+        logits[:, 17] = 1e30
+        logits[1, 99] = -1e30
+    elif spread == "equal":
+        logits[:] = 0.25
+        logits[3, :] = -0.0
+    elif spread == "negative":
+        logits = -logits.abs() - 1.0
+    else:  # one chunk holds all of a row's top values: its share of the bound is far too small
+        logits[:, 1024:1536] += 100.0
+    lengths = torch.tensor([width, 2999, 1500, 201], dtype=torch.int32)
+    out = torch.full((4, k), INT_POISON, dtype=torch.int32, device=device)
+    for launch in ragged_topk_launches(logits.to(device), lengths.to(device), k, out,
+                                       config=TopkConfig("split", 512, 4, 0, candidates=256, finish_warps=4)):
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
 

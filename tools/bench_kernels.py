@@ -133,9 +133,11 @@ def topk_case(logits, visible, k, sweep):
             for warps in (8, 16, 32):
                 trial(dataclasses.replace(one_row, num_warps=warps, radix=radix), "per-row",
                       "radix" if radix else "bisect", warps)
-        for chunk in (1024, 2048, 4096, 8192):
+        for chunk in (2048, 4096, 8192):
             for warps in (4, 8, 16):
-                trial(TopkConfig("split", chunk, warps, 0), "split", chunk, warps)
+                for cands, finish_warps in ((2048, 8), (4096, 8), (2048, 4)):
+                    trial(TopkConfig("split", chunk, warps, 0, candidates=cands, finish_warps=finish_warps),
+                          "split", chunk, warps, cands, finish_warps)
         # GPU time alone (launch overhead removed): the dispatch's launches in one CUDA graph
         graph = torch.cuda.CUDAGraph()
         ragged_topk(logits, visible, k, out)
