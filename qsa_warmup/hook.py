@@ -313,7 +313,8 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
             unverified.add(spec.id)
     # -- load every spec into Triton's in-memory cache (and onto the GPU)
     # A verified entry goes straight into the JIT function's in-memory cache (its Triton compile
-    # hash re-derived from the source, options and toolchain first); anything else takes
+    # hash must equal the plan's, which the plan computed, or memoized under the toolchain's
+    # fingerprint and the kernels' source digest); anything else takes
     # Triton's compile(), forced to build afresh unless the entry was verified.
     hits, misses = [], []
     offline_target = None if gpu is not None else tc.parse_target(target)
@@ -323,7 +324,8 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
             kernel = None
             if spec.id in verified and spec.id not in unverified:
                 folder, entry = verified[spec.id]
-                kernel = tc.load_from_entry(spec.launch, folder, entry["files"], entry.get("hash", ""))
+                kernel = tc.load_from_entry(spec.launch, folder, entry["files"], entry.get("hash", ""),
+                                             planned_hash=spec.compile_hash or None)
                 if kernel is None:
                     warn(f"{spec.id}: Triton's compile hash no longer matches the entry; compiling")
                     unverified.add(spec.id)

@@ -554,9 +554,11 @@ def compiled_kernel_from_files(src, metadata_group: dict, compile_hash: str):
     return kernel
 
 
-def _bind(launch):
+def _bind(launch, with_hash: bool = True):
     """(in-memory cache, in-memory key, ASTSource, options, compile hash) of ``launch`` on the
-    active driver, computed exactly as ``JITFunction.run`` and ``compile()`` compute them."""
+    active driver, computed exactly as ``JITFunction.run`` and ``compile()`` compute them. The
+    hash (the kernel's source and dependencies hashed: most of the cost) is None unless
+    ``with_hash``."""
     from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.runtime.jit import compute_cache_key
 
@@ -573,6 +575,8 @@ def _bind(launch):
     extra = src.parse_options()
     if extra:  # as compile() does; ASTSource adds nothing
         options = backend.parse_options(dict(options.__dict__, **extra))
+    if not with_hash:
+        return kernel_cache, key, src, options, None
     cache_key = _runtime_cache.get_cache_key(src, backend, options, env_vars=get_cache_invalidating_env_vars())
     return kernel_cache, key, src, options, hashlib.sha256(cache_key.encode("utf-8")).hexdigest()
 
@@ -583,14 +587,17 @@ def compile_hash_of(launch) -> str:
     return _bind(launch)[4]
 
 
-def load_from_entry(launch, folder: str, files, compile_hash: str):
+def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash: str | None = None):
     """Put ``launch``'s kernel into its JIT function's in-memory cache straight from a verified
     entry folder, without Triton's ``compile()`` (no group-file lookup, no listener).
 
-    Returns the CompiledKernel (the one already in memory, if any), or None when Triton's own
-    compile hash for this launch, computed now, is not ``compile_hash``: the caller then takes
-    Triton's normal path."""
-    kernel_cache, key, src, options, current_hash = _bind(launch)
+    ``compile_hash`` is the entry's. ``planned_hash`` is Triton's compile hash for this launch
+    as the plan computed it under the current toolchain and kernel source (a plan memo is keyed
+    by both); given, it stands for the current hash, else the hash is computed now. Returns the
+    CompiledKernel (the one already in memory, if any), or None when the current hash is not
+    ``compile_hash``: the caller then takes Triton's normal path."""
+    kernel_cache, key, src, options, current_hash = _bind(launch, with_hash=not planned_hash)
+    current_hash = planned_hash or current_hash
     kernel = kernel_cache.get(key)
     if kernel is not None:
         return kernel

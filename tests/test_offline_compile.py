@@ -60,11 +60,38 @@ def test_fast_loader_builds_what_triton_builds(tmp_path):
             (key,) = list(cache)
             cache.clear()
             refused = tc.load_from_entry(launch, folder, files, "0" * 64)
+            refused_planned = tc.load_from_entry(launch, folder, files, built.hash, planned_hash="1" * 64)
             loaded = tc.load_from_entry(launch, folder, files, built.hash)
+            cache.clear()
+            loaded_planned = tc.load_from_entry(launch, folder, files, built.hash, planned_hash=built.hash)
             print(json.dumps({{"same": same, "attrs_equal": sorted(vars(ref)) == sorted(vars(mine)),
-                               "refused": refused is None, "key_again": list(cache) == [key],
-                               "binary_equal": loaded.kernel == built.kernel}}))
+                               "refused": refused is None and refused_planned is None,
+                               "key_again": list(cache) == [key], "binary_equal": loaded.kernel == built.kernel,
+                               "planned_equal": loaded_planned.kernel == built.kernel}}))
     """)
     r = last_json(p)
     assert r["attrs_equal"] and all(r["same"].values()), r["same"]
-    assert r["refused"] and r["key_again"] and r["binary_equal"]
+    assert r["refused"] and r["key_again"] and r["binary_equal"] and r["planned_equal"]
+
+
+def test_plan_memo_holds_current_compile_hashes():
+    """The hook trusts a plan's compile hashes (memoized under the toolchain fingerprint and the
+    kernels' digest) instead of re-hashing the kernels' source: they must be what Triton would
+    compute now, whether the plan was computed or read back from its memo."""
+    p = python("""
+        import json
+        from qsa_warmup import triton_compat as tc
+        from qsa_warmup.config import load_config
+        from qsa_warmup.planner import build_plan
+        cfg = load_config(preset="default")
+        fresh = build_plan(cfg, "sm_90", offline=True)
+        memo = json.loads(json.dumps(fresh.to_memo()))
+        again = build_plan(cfg, "sm_90", offline=True, memo=memo)
+        with tc.active_driver(tc.parse_target("sm_90")):
+            now = {s.id: tc.compile_hash_of(s.launch) for s in again.specs}
+        print(json.dumps({"n": len(now), "fresh": all(now[s.id] == s.compile_hash for s in fresh.specs),
+                          "memo": all(now[s.id] == s.compile_hash for s in again.specs),
+                          "ids": [s.id for s in fresh.specs] == [s.id for s in again.specs]}))
+    """)
+    r = last_json(p)
+    assert r["n"] > 10 and r["fresh"] and r["memo"] and r["ids"], r
