@@ -39,8 +39,8 @@ _OUT_BLOCK = 1024
 SPLIT_MIN_COLS = 8192  # at 256 x 8K one program per row wins (H200, docs/benchmarks.md)
 SPLIT_CHUNK = 4096
 SPLIT_WARPS = 8
-SPLIT_CANDIDATES = 2048
-SPLIT_FINISH_WARPS = 8
+SPLIT_CANDIDATES = 2048  # the smallest candidate list; larger k get up to SPLIT_MAX_CANDIDATES
+SPLIT_MAX_CANDIDATES = 8192
 
 
 @dataclass(frozen=True)
@@ -57,15 +57,18 @@ class TopkConfig:
     finish_warps: int = 0
 
 
-def topk_launch_config(num_cols: int) -> TopkConfig:
+def topk_launch_config(num_cols: int, k: int) -> TopkConfig:
     """Every launch decision of the ragged top-k (called by the launcher and the planner).
 
     Rows wider than ``SPLIT_MIN_COLS`` are spread over many programs (``split``: a fixed chunk
-    whatever the width); narrower rows take one program each, widths bucketed to powers of two,
-    so a deployment reaches a small, known set of variants whatever its per-step widths are."""
+    whatever the width, and a candidate list sized from k: about 1.2 k candidates gather for
+    well-mixed rows, so the list holds 1.5 k, at least ``SPLIT_CANDIDATES``); narrower rows take
+    one program each, widths bucketed to powers of two. A deployment (one k) reaches a small,
+    known set of variants whatever its per-step widths are."""
     if num_cols > SPLIT_MIN_COLS:
-        return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=SPLIT_CANDIDATES,
-                          finish_warps=SPLIT_FINISH_WARPS)
+        candidates = min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, triton.next_power_of_2(k + k // 2)))
+        return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=candidates,
+                          finish_warps=max(8, candidates // 256))
     if num_cols > SINGLE_PASS_MAX_COLS:
         return TopkConfig("streaming", _STREAM_BLOCK, 16, _OUT_BLOCK)
     block = max(_MIN_BLOCK, triton.next_power_of_2(max(num_cols, 1)))
@@ -417,7 +420,7 @@ def _workspace(logits, *sizes):
 def ragged_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None) -> list[KernelLaunch]:
     """Every launch of one ragged top-k, in order; ``config`` overrides
     :func:`topk_launch_config` (tests, benchmarks)."""
-    cfg = config or topk_launch_config(logits.shape[1] if len(logits.shape) == 2 else 0)
+    cfg = config or topk_launch_config(logits.shape[1] if len(logits.shape) == 2 else 0, k)
     if cfg.path == "split":
         _check_topk(logits, lengths, k, out)
         return _split_launches(logits, lengths, k, out, cfg)
@@ -445,7 +448,7 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
     """The one-program-per-row top-k launch; ``config`` overrides :func:`topk_launch_config`."""
     _check_topk(logits, lengths, k, out)
     rows, num_cols = logits.shape
-    cfg = config or topk_launch_config(num_cols)
+    cfg = config or topk_launch_config(num_cols, k)
     if cfg.path == "split":
         raise ValueError("the split path is several launches: use ragged_topk_launches")
     return KernelLaunch(

@@ -142,7 +142,7 @@ def _topk_points(cfg: DeploymentConfig):
     for seq_len in range(1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio):
         width, stride, _ = kernels.prefill_logits_layout(min(seq_len, cfg.num_columns * cfg.compress_ratio),
                                                          cfg.compress_ratio, cfg.num_columns, cfg.max_logits_mb)
-        c = kernels.topk_launch_config(width)
+        c = kernels.topk_launch_config(width, cfg.block_topk)
         if c not in seen:
             seen.add(c)
             yield from launches(width, stride, f"prefill widths from {width}")
@@ -206,7 +206,8 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                     o = launch.options
                     if launch.kernel_name.startswith("_split_"):
                         part = launch.kernel_name.removeprefix("_split_").removesuffix("_kernel")
-                        spec_id = f"topk.split.{part}.c{o.get('CHUNK', o.get('CANDIDATES'))}.w{o['num_warps']}"
+                        lists = f".n{o['CANDIDATES']}" if "CANDIDATES" in o else ""
+                        spec_id = f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}"
                     else:
                         spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
                 kernel, key = request_key(launch)

@@ -113,12 +113,30 @@ def test_topk_split_value_ranges(device, spread):
     assert_topk_matches(out, logits, lengths, k)
 
 
+@pytest.mark.parametrize("k", [512, 1500, 2048])
+def test_topk_split_candidate_list_sized_from_k(device, k):
+    # dispatch sizes the candidate list from k: a well-mixed row's candidates fit (no fallback)
+    gen = torch.Generator().manual_seed(k)
+    width = SPLIT_MIN_COLS + 3000
+    cfg = topk_launch_config(width, k)
+    assert cfg.path == "split" and cfg.candidates >= max(2048, k + k // 2)
+    logits = torch.rand(3, width, generator=gen)
+    lengths = torch.tensor([width, width - 1000, SPLIT_MIN_COLS], dtype=torch.int32)
+    out = torch.full((3, k), INT_POISON, dtype=torch.int32, device=device)
+    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out)
+    for launch in launches:
+        launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+    counts = launches[0].args[2][:3].cpu()
+    assert (counts >= k).all() and (counts <= cfg.candidates).all(), counts
+
+
 def test_topk_split_path_by_shape_with_views(device):
     # wider than SPLIT_MIN_COLS: dispatch's split path, on a row-strided logits view and
     # unaligned lengths/out views
     gen = torch.Generator().manual_seed(5)
     width, k = SPLIT_MIN_COLS + 900, 512
-    assert topk_launch_config(width).path == "split"
+    assert topk_launch_config(width, 512).path == "split"
     big = torch.randn(4, width + 64, generator=gen)
     logits = big[:, :width]
     lengths_all = torch.tensor([0, width, 4100, 513, 512], dtype=torch.int32)
@@ -145,7 +163,7 @@ def test_topk_streaming_constants_small_block(device, block, radix):
 
 
 def test_topk_buckets_are_finite():
-    configs = {topk_launch_config(w) for w in range(1, 200_000, 37)}
+    configs = {topk_launch_config(w, 512) for w in range(1, 200_000, 37)}
     assert len(configs) <= 8
 
 
@@ -171,16 +189,16 @@ def test_topk_single_path_both_searches(device, radix):
     lengths = torch.tensor([width, 334, 333, 2000, 0], dtype=torch.int32)
     logits = torch.randn(len(lengths), width, generator=gen).round(decimals=2) - 0.5  # ties, both signs
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
-    cfg = topk_launch_config(width)
+    cfg = topk_launch_config(width, 512)
     ragged_topk_launch(logits.to(device), lengths.to(device), k, out, config=TopkConfig(
         cfg.path, cfg.block, cfg.num_warps, cfg.out_block, radix=radix)).run()
     assert_topk_matches(out, logits, lengths, k)
 
 
 def test_topk_split_limit_is_the_path_threshold(device):
-    assert topk_launch_config(SPLIT_MIN_COLS).path == "single"
-    assert topk_launch_config(SPLIT_MIN_COLS + 1).path == "split"
-    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1).path == "split"
+    assert topk_launch_config(SPLIT_MIN_COLS, 512).path == "single"
+    assert topk_launch_config(SPLIT_MIN_COLS + 1, 512).path == "split"
+    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1, 512).path == "split"
     gen = torch.Generator().manual_seed(4)
     for width in (SPLIT_MIN_COLS, SPLIT_MIN_COLS + 1):
         k = 64

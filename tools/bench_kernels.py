@@ -112,7 +112,7 @@ def topk_case(logits, visible, k, sweep):
     exact = bool(torch.equal(got, masked_torch().values.sort(dim=1, descending=True).values))
     result = {"rows": rows, "cols": cols, "k": k, "ms": ours, "torch_topk_ms": theirs, "ratio": ours / theirs,
               "exact": exact}
-    result["path"] = topk_launch_config(cols).path
+    result["path"] = topk_launch_config(cols, k).path
     if sweep:
         trials = []
 
