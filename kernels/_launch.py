@@ -16,7 +16,18 @@ from typing import Any
 import torch
 import triton
 
-__all__ = ["KernelLaunch", "TensorMeta", "interpreting"]
+__all__ = ["KernelLaunch", "TensorMeta", "interpreting", "cdiv", "next_power_of_2"]
+
+
+# Host-side integer helpers for the launch paths: ``triton.cdiv`` and ``triton.next_power_of_2``
+# are constexpr functions in Triton 3.6 and cost microseconds a call on the host.
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def interpreting() -> bool:

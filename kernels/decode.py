@@ -15,6 +15,7 @@ Specialization contract (what the warmup planner relies on):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +23,7 @@ import triton
 import triton.language as tl
 
 from ._checks import check_same_device, check_scoring_inputs, check_shape, check_tensor, check_topk_geometry, check_int
-from ._launch import KernelLaunch, interpreting
+from ._launch import KernelLaunch, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import ragged_topk
 
@@ -68,11 +69,18 @@ def decode_launch_config(
     num_columns: int,
 ) -> DecodeConfig:
     """Every launch decision of the decode scoring kernel (called by the launcher and the planner)."""
-    heads_pad = triton.next_power_of_2(num_heads)
-    query_group = min(triton.next_power_of_2(decode_query_len), max(1, _MAX_QUERY_TILE // heads_pad))
+    return _decode_launch_config(cache_dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns,
+                                 interpreting())
+
+
+@functools.lru_cache(maxsize=4096)  # pure and called on every decode step: keep it off the host path
+def _decode_launch_config(cache_dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns,
+                          interpret) -> DecodeConfig:
+    heads_pad = next_power_of_2(num_heads)
+    query_group = min(next_power_of_2(decode_query_len), max(1, _MAX_QUERY_TILE // heads_pad))
     heads_pad = max(heads_pad, 16 // query_group)  # tl.dot needs an operand width of at least 16
-    query_groups = triton.cdiv(decode_query_len, query_group)
-    tiles = triton.cdiv(num_columns, DECODE_BLOCK_N)
+    query_groups = cdiv(decode_query_len, query_group)
+    tiles = cdiv(num_columns, DECODE_BLOCK_N)
     tiles_per_program = decode_tiles_per_program(num_requests * query_groups * tiles)
     tile_width = query_group * heads_pad
     # Keep the fp32 accumulator near 64 registers a thread.
@@ -87,7 +95,7 @@ def decode_launch_config(
         heads_pad=heads_pad,
         num_warps=num_warps,
         num_stages=2,
-        dot_fp32=interpreting() and cache_dtype == torch.bfloat16,
+        dot_fp32=interpret and cache_dtype == torch.bfloat16,
         imprecise_acc=FP8_PRECISE_ACC if cache_dtype == torch.float8_e4m3fn else 0,
     )
 
@@ -177,8 +185,8 @@ def decode_scores_launch(q, k_cache, page_table, visible_blocks, logits, decode_
     cfg = config or decode_launch_config(q.dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns)
     grid = (
         num_requests,
-        triton.cdiv(triton.cdiv(num_columns, cfg.block_n), cfg.tiles_per_program),
-        triton.cdiv(decode_query_len, cfg.query_group),
+        cdiv(cdiv(num_columns, cfg.block_n), cfg.tiles_per_program),
+        cdiv(decode_query_len, cfg.query_group),
     )
     return KernelLaunch(
         _decode_scores_kernel,

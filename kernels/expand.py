@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from ._checks import check_same_device, check_shape, check_tensor, check_topk_geometry
-from ._launch import KernelLaunch
+from ._launch import KernelLaunch, cdiv, next_power_of_2
 
 __all__ = ["ExpandConfig", "expand_launch_config", "expand_launch", "expand_qsa_block_indices"]
 
@@ -36,7 +36,7 @@ class ExpandConfig:
 def expand_launch_config(token_topk: int, compress_ratio: int) -> ExpandConfig:
     """Every launch decision of the expansion kernel (called by the launcher and the planner)."""
     width = token_topk + compress_ratio - 1
-    return ExpandConfig(column_block=min(1024, triton.next_power_of_2(width)), num_warps=4)
+    return ExpandConfig(column_block=min(1024, next_power_of_2(width)), num_warps=4)
 
 
 @triton.jit(do_not_specialize=["stride_blocks_row", "stride_out_row"],
@@ -97,7 +97,7 @@ def expand_launch(block_indices, query_positions, visible_blocks, compress_ratio
     cfg = expand_launch_config(token_topk, compress_ratio)
     return KernelLaunch(
         _expand_kernel,
-        (rows, triton.cdiv(output_width, cfg.column_block)),
+        (rows, cdiv(output_width, cfg.column_block)),
         (block_indices, query_positions, visible_blocks, out, block_indices.stride(0), out.stride(0)),
         dict(BLOCK_TOPK=block_topk, COMPRESS_RATIO=compress_ratio, COLUMN_BLOCK=cfg.column_block,
              num_warps=cfg.num_warps),

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from ._checks import check_int, check_same_device, check_scoring_inputs, check_shape, check_tensor, check_topk_geometry
-from ._launch import KernelLaunch, interpreting
+from ._launch import KernelLaunch, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import ragged_topk
 
@@ -60,8 +60,8 @@ def _planned_shared_bytes(tile_width: int, block_d: int, block_n: int, stages: i
 def prefill_launch_config(cache_dtype: torch.dtype, num_heads: int, head_dim: int) -> PrefillConfig:
     """Every launch decision of the prefill scoring kernel (called by the launcher and the planner)."""
     itemsize = 1 if cache_dtype == torch.float8_e4m3fn else 2
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    heads_pad = triton.next_power_of_2(num_heads)
+    block_d = max(16, next_power_of_2(head_dim))
+    heads_pad = next_power_of_2(num_heads)
     block_n, stages = 64, 2
     tile_r = max(1, min(128, _MAX_QUERY_TILE // heads_pad))
     while tile_r > 1 and _planned_shared_bytes(tile_r * heads_pad, block_d, block_n, stages, itemsize) > SHARED_MEMORY_BUDGET:
@@ -80,9 +80,9 @@ def prefill_logits_layout(max_seq_len: int, compress_ratio: int, num_columns: in
 
     No row scores beyond cdiv(max_seq_len, compress_ratio) columns; the row stride is a
     multiple of 64 so every chunk's logits specialize the same way in top-k."""
-    width = triton.cdiv(max(max_seq_len, 1), compress_ratio)
-    width = min(max(_LOGITS_ROW_ALIGN, triton.cdiv(width, _LOGITS_ROW_ALIGN) * _LOGITS_ROW_ALIGN), num_columns)
-    row_stride = triton.cdiv(width, _LOGITS_ROW_ALIGN) * _LOGITS_ROW_ALIGN
+    width = cdiv(max(max_seq_len, 1), compress_ratio)
+    width = min(max(_LOGITS_ROW_ALIGN, cdiv(width, _LOGITS_ROW_ALIGN) * _LOGITS_ROW_ALIGN), num_columns)
+    row_stride = cdiv(width, _LOGITS_ROW_ALIGN) * _LOGITS_ROW_ALIGN
     rows_per_chunk = max(1, int(max_logits_mb * 1024 * 1024) // (row_stride * 4))
     return width, row_stride, rows_per_chunk
 
@@ -175,8 +175,8 @@ def prefill_scores_launch(q, k_cache, page_table, query_start_loc, visible_block
     cfg = config or prefill_launch_config(q.dtype, num_heads, head_dim)
     grid = (
         page_table.shape[0],
-        triton.cdiv(min(num_rows, max_query_len), cfg.tile_r),
-        triton.cdiv(logits_width, cfg.block_n * cfg.k_tiles),
+        cdiv(min(num_rows, max_query_len), cfg.tile_r),
+        cdiv(logits_width, cfg.block_n * cfg.k_tiles),
     )
     return KernelLaunch(
         _prefill_scores_kernel,

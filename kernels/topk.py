@@ -6,9 +6,9 @@ Keys: each float32 maps to an integer key with the same order. One program per r
 4-bit digit histograms), then write every column whose key is above it plus the lowest-indexed
 columns equal to it, compacted with a prefix sum; rows up to ``SINGLE_PASS_MAX_COLS`` stay in
 registers (``single``), wider ones stream (``streaming``). Wider rows take the ``split`` path
-(three launches, described above ``_split_bound_kernel``): many programs per row bound the
-k-th largest key from below and gather the few columns above the bound; one program per row
-then selects among those candidates.
+(two launches, described above ``_split_bound_kernel``): many programs per row bound the
+k-th largest key from below and gather the few columns above the bound; the last of a row's
+programs then selects among those candidates.
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -19,6 +19,7 @@ multiple of 64 or the fixed decode width. Widths are bucketed by :func:`topk_lau
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +27,7 @@ import triton
 import triton.language as tl
 
 from ._checks import check_int, check_same_device, check_shape, check_tensor
-from ._launch import KernelLaunch
+from ._launch import KernelLaunch, cdiv, next_power_of_2
 
 __all__ = ["TopkConfig", "topk_launch_config", "ragged_topk_launch", "ragged_topk_launches", "ragged_topk",
            "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS"]
@@ -52,11 +53,13 @@ class TopkConfig:
     # threshold search: 8 radix-16 histogram passes, or 32 bisection counts (faster on the H200:
     # 108 vs 123 us at 64 x 32K, docs/benchmarks.md)
     radix: bool = False
-    # split path: the per-row candidate list (the finishing program's block) and its warps
+    # split path: the per-row candidate list (the finishing program's block) and the warps of
+    # the collect launch (whose last program per row finishes the row from the list)
     candidates: int = 0
-    finish_warps: int = 0
+    collect_warps: int = 0
 
 
+@functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
 def topk_launch_config(num_cols: int, k: int) -> TopkConfig:
     """Every launch decision of the ragged top-k (called by the launcher and the planner).
 
@@ -66,12 +69,12 @@ def topk_launch_config(num_cols: int, k: int) -> TopkConfig:
     one program each, widths bucketed to powers of two. A deployment (one k) reaches a small,
     known set of variants whatever its per-step widths are."""
     if num_cols > SPLIT_MIN_COLS:
-        candidates = min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, triton.next_power_of_2(k + k // 2)))
+        candidates = min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, next_power_of_2(k + k // 2)))
         return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=candidates,
-                          finish_warps=max(8, candidates // 256))
+                          collect_warps=max(SPLIT_WARPS, candidates // 256))
     if num_cols > SINGLE_PASS_MAX_COLS:
         return TopkConfig("streaming", _STREAM_BLOCK, 16, _OUT_BLOCK)
-    block = max(_MIN_BLOCK, triton.next_power_of_2(max(num_cols, 1)))
+    block = max(_MIN_BLOCK, next_power_of_2(max(num_cols, 1)))
     return TopkConfig("single", block, max(4, min(32, block // 1024)), _OUT_BLOCK)
 
 
@@ -205,19 +208,19 @@ def _ragged_topk_kernel(
 
 
 # -- split path: one row spread over many programs ------------------------------------------
-# Three launches, so all SMs work on a few long rows:
-#   bound:  each program holding a full chunk of a row finds a key b with at least
-#           j = ceil(k / full chunks) of its chunk's keys >= b (16 bisection steps over the
-#           chunk's key range, in registers). The smallest b of a row's chunks is a lower bound
-#           of the row's k-th largest key: those chunks alone hold >= k keys at or above it.
-#   filter: each program appends the columns whose key is >= the row's bound to the row's
-#           candidate list (one relaxed atomic per appended column); for well-mixed rows that
-#           is about 1.2-2 k columns.
-#   finish: one program per row selects the k largest candidates exactly (bisection over the
-#           candidates' keys in registers) and writes the row. A row whose candidates overflow
-#           the list (thousands of values tied at the bound, or one chunk holding far more than
-#           its share of the row's top keys) is finished by streaming the row instead: slower,
-#           still exact.
+# Two launches, so all SMs work on a few long rows:
+#   bound:   each program holding a full chunk of a row finds a key b with at least
+#            j = ceil(k / full chunks) of its chunk's keys >= b (16 bisection steps over the
+#            chunk's key range, in registers). The smallest b of a row's chunks is a lower bound
+#            of the row's k-th largest key: those chunks alone hold >= k keys at or above it.
+#   collect: each program compacts the columns of its chunk whose key is >= the row's bound and
+#            appends them to the row's candidate list (one atomic per program reserves the
+#            slots); for well-mixed rows that is about 1.2-2 k columns. The row's last program
+#            to append (a per-row arrival counter) then selects the k largest candidates exactly
+#            (bisection over the candidates' keys in registers) and writes the row. A row whose
+#            candidates overflow the list (thousands of values tied at the bound, or one chunk
+#            holding far more than its share of the row's top keys) is finished by streaming
+#            the row instead: slower, still exact.
 # No launch reads ``out``; output order is free; ties at the threshold are taken in no
 # particular order. The workspace needs no initialization: the bound launch zeroes the counters.
 _BOUND_STEPS = tl.constexpr(16)
@@ -244,7 +247,7 @@ def _keys_per_full_chunk(n, k, CHUNK: tl.constexpr):
 def _split_bound_kernel(
     logits_ptr,
     lengths_ptr,
-    counts_ptr,
+    counts_ptr,  # [2, rows]: candidates appended, programs arrived
     bounds_ptr,
     stride_logits_row,
     num_cols,
@@ -255,8 +258,9 @@ def _split_bound_kernel(
     chunk = tl.program_id(1)
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
     if n > k:
-        if chunk == 0:  # the filter launch appends to the row's list
+        if chunk == 0:  # the collect launch counts into these
             tl.store(counts_ptr + row, 0)
+            tl.store(counts_ptr + tl.num_programs(0) + row, 0)
         full, share = _keys_per_full_chunk(n, k, CHUNK)
         if chunk < full:
             cols = chunk * CHUNK + tl.arange(0, CHUNK)
@@ -284,31 +288,6 @@ def _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK: tl.constexpr):
     return tl.where(full > 0, bound, 0)
 
 
-@triton.jit(do_not_specialize=["num_cols", "k"], do_not_specialize_on_alignment=["lengths_ptr"])
-def _split_filter_kernel(
-    logits_ptr,
-    lengths_ptr,
-    counts_ptr,
-    bounds_ptr,
-    cands_ptr,
-    stride_logits_row,
-    num_cols,
-    k,
-    CHUNK: tl.constexpr,
-    CANDIDATES: tl.constexpr,
-):
-    row = tl.program_id(0)
-    start = tl.program_id(1) * CHUNK
-    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
-    if n > k and start < n:
-        bound = _row_bound(bounds_ptr, row, n, k, tl.num_programs(1), CHUNK)
-        cols = start + tl.arange(0, CHUNK)
-        keys = _load_unsigned_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
-        take = (cols < n) & (keys >= bound)
-        slot = tl.atomic_add(counts_ptr + row + tl.zeros_like(cols), 1, mask=take, sem="relaxed")
-        tl.store(cands_ptr + row.to(tl.int64) * CANDIDATES + slot, cols, mask=take & (slot < CANDIDATES))
-
-
 @triton.jit
 def _count_at_or_above(row_ptr, n, key, BLOCK: tl.constexpr):
     # streamed over the row: columns whose key is >= key
@@ -320,12 +299,57 @@ def _count_at_or_above(row_ptr, n, key, BLOCK: tl.constexpr):
     return count
 
 
-@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k", "nchunks"],
+@triton.jit
+def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDIDATES: tl.constexpr):
+    """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
+    row's candidate list (every column with key >= low, when it did not overflow)."""
+    slots = tl.arange(0, CANDIDATES)
+    # the k-th largest key t: count(key >= low) >= k > count(key >= high)
+    high = tl.full((), 4294967296, tl.int64)
+    if num_cands <= CANDIDATES:  # every key >= t is in the list
+        in_list = slots < num_cands
+        # written by other programs of this launch: read through L2
+        cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
+        keys = tl.where(in_list, _load_unsigned_keys(row_ptr, cols, n), -1)
+        high = tl.max(keys, axis=0) + 1
+        while high - low > 1:
+            mid = (low + high) >> 1
+            enough = tl.sum((keys >= mid).to(tl.int32), axis=0) >= k
+            low = tl.where(enough, mid, low)
+            high = tl.where(enough, high, mid)
+        above = keys > low
+        tie = keys == low
+        n_above = tl.sum(above.to(tl.int32), axis=0)
+        tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
+        tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
+        tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
+    else:  # the list overflowed: the same search, streaming the row
+        while high - low > 1:
+            mid = (low + high) >> 1
+            enough = _count_at_or_above(row_ptr, n, mid, CANDIDATES) >= k
+            low = tl.where(enough, mid, low)
+            high = tl.where(enough, high, mid)
+        ties_needed = k - _count_at_or_above(row_ptr, n, low + 1, CANDIDATES)
+        written = 0
+        ties_seen = 0
+        for start in range(0, n, CANDIDATES):
+            cols = start + slots
+            keys = _load_unsigned_keys(row_ptr, cols, n)
+            valid = cols < n
+            tie = valid & (keys == low)
+            tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1 + ties_seen
+            take = (valid & (keys > low)) | (tie & (tie_rank < ties_needed))
+            tl.store(out_row_ptr + written + tl.cumsum(take.to(tl.int32), axis=0) - 1, cols, mask=take)
+            written += tl.sum(take.to(tl.int32), axis=0)
+            ties_seen += tl.sum(tie.to(tl.int32), axis=0)
+
+
+@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k"],
             do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"])
-def _split_finish_kernel(
+def _split_collect_kernel(
     logits_ptr,
     lengths_ptr,
-    counts_ptr,
+    counts_ptr,  # [2, rows]: candidates appended, programs arrived
     bounds_ptr,
     cands_ptr,
     out_ptr,
@@ -333,75 +357,49 @@ def _split_finish_kernel(
     stride_out_row,
     num_cols,
     k,
-    nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
 ):
     row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    nchunks = tl.num_programs(1)
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
     out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
-    slots = tl.arange(0, CANDIDATES)
     if n <= k:
-        for start in range(0, k, CANDIDATES):
-            idx = start + slots
-            tl.store(out_row_ptr + idx, tl.where(idx < n, idx, -1), mask=idx < k)
-    else:
+        if chunk == 0:
+            for start in range(0, k, CHUNK):
+                idx = start + tl.arange(0, CHUNK)
+                tl.store(out_row_ptr + idx, tl.where(idx < n, idx, -1), mask=idx < k)
+    elif chunk * CHUNK < n:
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
-        # the k-th largest key t: count(key >= low) >= k > count(key >= high)
-        low = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
-        high = tl.full((), 4294967296, tl.int64)
-        num_cands = tl.load(counts_ptr + row)
-        if num_cands <= CANDIDATES:  # every key >= t is in the list
-            in_list = slots < num_cands
-            cols = tl.load(cands_ptr + row.to(tl.int64) * CANDIDATES + slots, mask=in_list, other=0)
-            keys = tl.where(in_list, _load_unsigned_keys(row_ptr, cols, n), -1)
-            high = tl.max(keys, axis=0) + 1
-            while high - low > 1:
-                mid = (low + high) >> 1
-                enough = tl.sum((keys >= mid).to(tl.int32), axis=0) >= k
-                low = tl.where(enough, mid, low)
-                high = tl.where(enough, high, mid)
-            above = keys > low
-            tie = keys == low
-            n_above = tl.sum(above.to(tl.int32), axis=0)
-            tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
-            tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
-            tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
-        else:  # the list overflowed: the same search, streaming the row
-            while high - low > 1:
-                mid = (low + high) >> 1
-                enough = _count_at_or_above(row_ptr, n, mid, CANDIDATES) >= k
-                low = tl.where(enough, mid, low)
-                high = tl.where(enough, high, mid)
-            ties_needed = k - _count_at_or_above(row_ptr, n, low + 1, CANDIDATES)
-            written = 0
-            ties_seen = 0
-            for start in range(0, n, CANDIDATES):
-                cols = start + slots
-                keys = _load_unsigned_keys(row_ptr, cols, n)
-                valid = cols < n
-                tie = valid & (keys == low)
-                tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1 + ties_seen
-                take = (valid & (keys > low)) | (tie & (tie_rank < ties_needed))
-                tl.store(out_row_ptr + written + tl.cumsum(take.to(tl.int32), axis=0) - 1, cols, mask=take)
-                written += tl.sum(take.to(tl.int32), axis=0)
-                ties_seen += tl.sum(tie.to(tl.int32), axis=0)
+        row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
+        bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
+        cols = chunk * CHUNK + tl.arange(0, CHUNK)
+        take = (cols < n) & (_load_unsigned_keys(row_ptr, cols, n) >= bound)
+        first = tl.atomic_add(counts_ptr + row, tl.sum(take.to(tl.int32), axis=0), sem="relaxed")
+        slot = first + tl.cumsum(take.to(tl.int32), axis=0) - 1
+        tl.store(row_cands_ptr + slot, cols, mask=take & (slot < CANDIDATES))
+        # Release this program's candidates before arriving; the last to arrive (acquire)
+        # sees every program's candidates and finishes the row.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(counts_ptr + tl.num_programs(0) + row, 1, sem="acq_rel")
+        if arrived == tl.cdiv(n, CHUNK) - 1:
+            num_cands = tl.atomic_add(counts_ptr + row, 0, sem="acquire")
+            _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, bound, num_cands, CANDIDATES)
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
     rows, num_cols = logits.shape
-    nchunks = triton.cdiv(num_cols, cfg.block)
-    counts, bounds, cands = _workspace(logits, rows, rows * nchunks, rows * cfg.candidates)
+    nchunks = cdiv(num_cols, cfg.block)
+    counts, bounds, cands = _workspace(logits, 2 * rows, rows * nchunks, rows * cfg.candidates)
     stride = logits.stride(0)
     grid = (rows, nchunks)
-    common = dict(CHUNK=cfg.block, num_warps=cfg.num_warps)
     return [
-        KernelLaunch(_split_bound_kernel, grid, (logits, lengths, counts, bounds, stride, num_cols, k), common),
-        KernelLaunch(_split_filter_kernel, grid, (logits, lengths, counts, bounds, cands, stride, num_cols, k),
-                     dict(common, CANDIDATES=cfg.candidates)),
-        KernelLaunch(_split_finish_kernel, (rows,),
-                     (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k, nchunks),
-                     dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, num_warps=cfg.finish_warps)),
+        KernelLaunch(_split_bound_kernel, grid, (logits, lengths, counts, bounds, stride, num_cols, k),
+                     dict(CHUNK=cfg.block, num_warps=cfg.num_warps)),
+        KernelLaunch(_split_collect_kernel, grid,
+                     (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k),
+                     dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, num_warps=cfg.collect_warps)),
     ]
 
 
@@ -413,8 +411,9 @@ def _workspace(logits, *sizes):
     padded = [-(-size // 4) * 4 for size in sizes]
     if isinstance(logits, TensorMeta):  # planning: only dtype and alignment matter
         return [TensorMeta((size,), torch.int32) for size in padded]
-    flat = torch.empty(max(sum(padded), 1), dtype=torch.int32, device=logits.device)
-    return list(torch.split(flat[:sum(padded)], padded)) if sum(padded) else [flat] * len(sizes)
+    total = sum(padded)
+    flat = torch.empty(max(total, 1), dtype=torch.int32, device=logits.device)
+    return flat.split_with_sizes(padded) if total else [flat] * len(sizes)
 
 
 def ragged_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None) -> list[KernelLaunch]:

@@ -131,7 +131,7 @@ def _topk_points(cfg: DeploymentConfig):
     # Decode scores the full table width (row stride = width). Prefill scores widths in steps of
     # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
     # contract), so one prefill layout per top-k launch config stands for all of its widths.
-    # Every launch of a top-k is a point (the split path makes four).
+    # Every launch of a top-k is a point (the split path makes two).
     def launches(width, stride, detail):
         count = len(kernels.ragged_topk_launches(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
                                                  _i32(2), cfg.block_topk, _i32(2, cfg.block_topk)))

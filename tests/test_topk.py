@@ -79,8 +79,8 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates)
         logits = logits.round(decimals=1) - 0.3  # both signs, many equal values
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
     launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out,
-                                    config=TopkConfig("split", chunk, 4, 0, candidates=candidates, finish_warps=4))
-    assert len(launches) == 3
+                                    config=TopkConfig("split", chunk, 4, 0, candidates=candidates, collect_warps=4))
+    assert len(launches) == 2
     for launch in launches:
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
@@ -108,7 +108,7 @@ def test_topk_split_value_ranges(device, spread):
     lengths = torch.tensor([width, 2999, 1500, 201], dtype=torch.int32)
     out = torch.full((4, k), INT_POISON, dtype=torch.int32, device=device)
     for launch in ragged_topk_launches(logits.to(device), lengths.to(device), k, out,
-                                       config=TopkConfig("split", 512, 4, 0, candidates=256, finish_warps=4)):
+                                       config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4)):
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
 

@@ -31,6 +31,16 @@ def bench(fn, rep=200):
     return do_bench(fn, warmup=25, rep=rep, return_mode="median")  # ms
 
 
+def graph_bench(fn, rep=200):
+    """GPU time of fn's launches, captured in one CUDA graph (no host launch overhead)."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return bench(graph.replay, rep=rep)
+
+
 def copy_bandwidth():
     n = 1 << 30
     a = torch.empty(n, dtype=torch.uint8, device="cuda")
@@ -57,6 +67,20 @@ def decode_inputs(reqs, columns, dtype, sets=1):
     return q, k_cache, tables, visible
 
 
+def precompile(launches, threads=12):
+    """Compile sweep variants side by side before timing them (Triton releases the GIL in its
+    MLIR passes and ptxas is a subprocess); a variant that fails here is retried when timed."""
+    import concurrent.futures
+
+    def build(launch):
+        try:
+            launch.warmup()
+        except Exception:  # noqa: BLE001 - reported when the variant is timed
+            pass
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(build, launches))
+
+
 def rotating(fns):
     state = {"i": 0}
 
@@ -81,18 +105,21 @@ def decode_case(reqs, columns, dtype, sweep):
     result = {"reqs": reqs, "columns": columns, "dtype": str(dtype).split(".")[-1], "ms": ms,
               "tbps": bytes_moved / ms / 1e9, "config": dataclasses.asdict(base)}
     if sweep:
+        configs = [dataclasses.replace(base, block_n=block_n, num_warps=warps, num_stages=stages, tiles_per_program=tpp)
+                   for block_n in (32, 64, 128)
+                   for warps in ((1, 2, 4) if dtype == torch.float8_e4m3fn else (2, 4, 8))
+                   for stages in (2, 3) for tpp in (1, 2, 4, 8)]
+        precompile([decode_scores_launch(q, k_cache, tables[0], visible, logits, 1, config=cfg) for cfg in configs])
         trials = []
-        for warps in ((1, 2, 4) if dtype == torch.float8_e4m3fn else (2, 4, 8)):
-            for stages in (2, 3, 4):
-                for tpp in (1, 2, 4, 8):
-                    cfg = dataclasses.replace(base, num_warps=warps, num_stages=stages, tiles_per_program=tpp)
-                    try:
-                        trials.append((timed(cfg, rep=50), warps, stages, tpp))
-                    except Exception as exc:  # noqa: BLE001 - a config may not fit
-                        trials.append((float("inf"), warps, stages, tpp, str(exc)[:80]))
+        for cfg in configs:
+            label = (cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.tiles_per_program)
+            try:
+                trials.append((timed(cfg, rep=50), *label))
+            except Exception as exc:  # noqa: BLE001 - a config may not fit
+                trials.append((float("inf"), *label, str(exc)[:80]))
         trials.sort()
-        result["sweep_best"] = [dict(ms=t[0], tbps=bytes_moved / t[0] / 1e9, warps=t[1], stages=t[2], tpp=t[3])
-                                for t in trials[:5]]
+        result["sweep_best"] = [dict(ms=t[0], tbps=bytes_moved / t[0] / 1e9, block_n=t[1], warps=t[2], stages=t[3],
+                                     tpp=t[4]) for t in trials[:6]]
     return result, (q, k_cache, tables[0], visible, logits)
 
 
@@ -113,6 +140,10 @@ def topk_case(logits, visible, k, sweep):
     result = {"rows": rows, "cols": cols, "k": k, "ms": ours, "torch_topk_ms": theirs, "ratio": ours / theirs,
               "exact": exact}
     result["path"] = topk_launch_config(cols, k).path
+    # GPU time alone (host launch overhead removed): each side's launches in one CUDA graph
+    result["graph_ms"] = graph_bench(lambda: ragged_topk(logits, visible, k, out))
+    result["torch_graph_ms"] = graph_bench(masked_torch)
+    result["graph_ratio"] = result["graph_ms"] / result["torch_graph_ms"]
     if sweep:
         trials = []
 
@@ -121,7 +152,7 @@ def topk_case(logits, visible, k, sweep):
                 for launch in ragged_topk_launches(logits, visible, k, out, config=cfg):
                     launch.run()
             try:
-                ms = bench(run)
+                ms = graph_bench(run, rep=100)
                 got_cfg = logits.gather(1, out.long()).sort(dim=1, descending=True).values
                 trials.append((ms, *label, bool(torch.equal(got_cfg, want))))
             except Exception as exc:  # noqa: BLE001
@@ -129,22 +160,15 @@ def topk_case(logits, visible, k, sweep):
         want = masked_torch().values.sort(dim=1, descending=True).values
         one_row = (TopkConfig("streaming", 8192, 16, 1024) if cols > 32768 else
                    TopkConfig("single", max(1024, triton.next_power_of_2(cols)), 16, 1024))
-        for radix in (True, False):
-            for warps in (8, 16, 32):
-                trial(dataclasses.replace(one_row, num_warps=warps, radix=radix), "per-row",
-                      "radix" if radix else "bisect", warps)
-        for chunk in (2048, 4096, 8192):
-            for warps in (4, 8, 16):
-                for cands, finish_warps in ((2048, 8), (4096, 8), (2048, 4)):
-                    trial(TopkConfig("split", chunk, warps, 0, candidates=cands, finish_warps=finish_warps),
-                          "split", chunk, warps, cands, finish_warps)
-        # GPU time alone (launch overhead removed): the dispatch's launches in one CUDA graph
-        graph = torch.cuda.CUDAGraph()
-        ragged_topk(logits, visible, k, out)
-        torch.cuda.synchronize()
-        with torch.cuda.graph(graph):
-            ragged_topk(logits, visible, k, out)
-        result["graph_ms"] = bench(graph.replay)
+        cands = topk_launch_config(cols, k).candidates or 2048
+        configs = [(dataclasses.replace(one_row, num_warps=warps, radix=radix), "per-row",
+                    "radix" if radix else "bisect", warps) for radix in (True, False) for warps in (8, 16, 32)]
+        configs += [(TopkConfig("split", chunk, warps, 0, candidates=cands, collect_warps=collect_warps),
+                     "split", chunk, warps, cands, collect_warps)
+                    for chunk in (2048, 4096, 8192) for warps in (4, 8, 16) for collect_warps in (4, 8, 16)]
+        precompile([launch for cfg, *_ in configs for launch in ragged_topk_launches(logits, visible, k, out, config=cfg)])
+        for cfg, *label in configs:
+            trial(cfg, *label)
         result["sweep"] = sorted(trials, key=lambda t: t[0])
     return result
 
@@ -224,11 +248,15 @@ def main():
                 t = topk_case(logits, visible, 512, args.sweep)
                 report["topk"].append(t)
                 print(f"topk {reqs}x{cols} k=512 {t['ms']*1e3:.1f} us vs torch.topk {t['torch_topk_ms']*1e3:.1f} us "
-                      f"= {t['ratio']:.2f}x exact={t['exact']}", t.get("sweep"), flush=True)
+                      f"= {t['ratio']:.2f}x; in CUDA graphs {t['graph_ms']*1e3:.1f} vs {t['torch_graph_ms']*1e3:.1f} us "
+                      f"= {t['graph_ratio']:.2f}x; exact={t['exact']}", t.get("sweep", [])[:8], flush=True)
             out = torch.empty(reqs, 512, dtype=torch.int32, device="cuda")
-            ms = bench(lambda: qsa_select_paged_decode(q, k_cache, table, visible, 2048, 4, 1, out))
-            report["select"].append({"dtype": res["dtype"], "reqs": reqs, "cols": cols, "ms": ms})
-            print(f"select {res['dtype']} {reqs}x{cols} {ms*1e3:.1f} us", flush=True)
+            select = lambda: qsa_select_paged_decode(q, k_cache, table, visible, 2048, 4, 1, out)  # noqa: E731
+            ms, graph_ms = bench(select), graph_bench(select)
+            report["select"].append({"dtype": res["dtype"], "reqs": reqs, "cols": cols, "ms": ms, "graph_ms": graph_ms})
+            print(f"select {res['dtype']} {reqs}x{cols} {ms*1e3:.1f} us (in a CUDA graph {graph_ms*1e3:.1f} us)",
+                  flush=True)
+            save(report, args.json)
             del q, k_cache, table, visible, logits
             torch.cuda.empty_cache()
     report["prefill"] = []
@@ -236,9 +264,15 @@ def main():
         p = prefill_case(dtype, args.sweep)
         p["of_matmul"] = p["tflops"] / report["bf16_matmul_tflops"]
         report["prefill"].append(p)
+        save(report, args.json)
         print(f"prefill {p['dtype']} scoring {p['scoring_ms']:.2f} ms {p['tflops']:.0f} TFLOP/s "
               f"({p['of_matmul']:.0%} of bf16 matmul), select {p['select_ms']:.2f} ms", p.get("sweep_best"), flush=True)
-    with open(args.json, "w") as f:
+    save(report, args.json)
+
+
+def save(report, path):
+    """Write the report so far (a run cut short by a time limit still leaves its numbers)."""
+    with open(path, "w") as f:
         json.dump(report, f, indent=1, default=str)
 
 
