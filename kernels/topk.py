@@ -221,16 +221,13 @@ def _ragged_topk_kernel(
 #            candidates overflow the list (thousands of values tied at the bound, or one chunk
 #            holding far more than its share of the row's top keys) is finished by streaming
 #            the row instead: slower, still exact.
-# No launch reads ``out``; output order is free; ties at the threshold are taken in no
-# particular order. The workspace needs no initialization: the bound launch zeroes the counters.
+# Keys are the int32 order keys of _order_keys (32-bit compares in every pass); bisection
+# bounds are int64 scalars. No launch reads ``out``; output order is free; ties at the
+# threshold are taken in no particular order. The workspace needs no initialization: the
+# bound launch zeroes the counters.
 _BOUND_STEPS = tl.constexpr(16)
-
-
-@triton.jit
-def _load_unsigned_keys(row_ptr, cols, n):
-    # keys as int64 in [0, 2**32), ordered as the floats
-    keys = _load_keys(row_ptr, cols, n) ^ -2147483648
-    return keys.to(tl.uint32, bitcast=True).to(tl.int64)
+_KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
+_KEY_MAX = tl.constexpr(2147483647)
 
 
 @triton.jit
@@ -264,13 +261,13 @@ def _split_bound_kernel(
         full, share = _keys_per_full_chunk(n, k, CHUNK)
         if chunk < full:
             cols = chunk * CHUNK + tl.arange(0, CHUNK)
-            keys = _load_unsigned_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
+            keys = _load_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
             # invariant: count(key >= low) >= share > count(key >= high)
-            low = tl.min(keys, axis=0)
-            high = tl.max(keys, axis=0) + 1
+            low = tl.min(keys, axis=0).to(tl.int64)
+            high = tl.max(keys, axis=0).to(tl.int64) + 1
             for _ in range(_BOUND_STEPS):
                 mid = (low + high) >> 1
-                enough = tl.sum((keys >= mid).to(tl.int32), axis=0) >= share
+                enough = tl.sum((keys >= mid.to(tl.int32)).to(tl.int32), axis=0) >= share
                 low = tl.where(enough, mid, low)
                 high = tl.where(enough, high, mid)
             tl.store(bounds_ptr + row.to(tl.int64) * tl.num_programs(1) + chunk, low.to(tl.int32))
@@ -278,24 +275,25 @@ def _split_bound_kernel(
 
 @triton.jit
 def _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK: tl.constexpr):
-    # the smallest of the row's chunk bounds (key 0, i.e. no bound, when the row has none)
+    # the smallest of the row's chunk bounds (_KEY_MIN, i.e. no bound, when the row has none)
     full, share = _keys_per_full_chunk(n, k, CHUNK)
-    bound = tl.full((), 4294967295, tl.int64)
+    bound = tl.full((), _KEY_MAX, tl.int32)
     for c0 in range(0, full, 64):
         c = c0 + tl.arange(0, 64)
-        b = tl.load(bounds_ptr + row.to(tl.int64) * nchunks + c, mask=c < full, other=-1)
-        bound = tl.minimum(bound, tl.min(b.to(tl.uint32, bitcast=True).to(tl.int64), axis=0))
-    return tl.where(full > 0, bound, 0)
+        b = tl.load(bounds_ptr + row.to(tl.int64) * nchunks + c, mask=c < full, other=_KEY_MAX)
+        bound = tl.minimum(bound, tl.min(b, axis=0))
+    return tl.where(full > 0, bound, _KEY_MIN).to(tl.int64)
 
 
 @triton.jit
-def _count_at_or_above(row_ptr, n, key, BLOCK: tl.constexpr):
-    # streamed over the row: columns whose key is >= key
+def _count_keys(row_ptr, n, key, BLOCK: tl.constexpr, STRICT: tl.constexpr):
+    # streamed over the row: columns whose key is > key (STRICT) or >= key
     count = 0
     for start in range(0, n, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        keys = _load_unsigned_keys(row_ptr, cols, n)
-        count += tl.sum(((cols < n) & (keys >= key)).to(tl.int32), axis=0)
+        keys = _load_keys(row_ptr, cols, n)
+        hit = (keys > key) if STRICT else (keys >= key)
+        count += tl.sum(((cols < n) & hit).to(tl.int32), axis=0)
     return count
 
 
@@ -305,20 +303,21 @@ def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDI
     row's candidate list (every column with key >= low, when it did not overflow)."""
     slots = tl.arange(0, CANDIDATES)
     # the k-th largest key t: count(key >= low) >= k > count(key >= high)
-    high = tl.full((), 4294967296, tl.int64)
+    high = tl.full((), _KEY_MAX, tl.int64) + 1
     if num_cands <= CANDIDATES:  # every key >= t is in the list
         in_list = slots < num_cands
         # written by other programs of this launch: read through L2
         cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
-        keys = tl.where(in_list, _load_unsigned_keys(row_ptr, cols, n), -1)
-        high = tl.max(keys, axis=0) + 1
+        keys = _load_keys(row_ptr, cols, n)
+        high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
         while high - low > 1:
             mid = (low + high) >> 1
-            enough = tl.sum((keys >= mid).to(tl.int32), axis=0) >= k
+            enough = tl.sum((in_list & (keys >= mid.to(tl.int32))).to(tl.int32), axis=0) >= k
             low = tl.where(enough, mid, low)
             high = tl.where(enough, high, mid)
-        above = keys > low
-        tie = keys == low
+        threshold = low.to(tl.int32)
+        above = in_list & (keys > threshold)
+        tie = in_list & (keys == threshold)
         n_above = tl.sum(above.to(tl.int32), axis=0)
         tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
         tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
@@ -326,19 +325,20 @@ def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDI
     else:  # the list overflowed: the same search, streaming the row
         while high - low > 1:
             mid = (low + high) >> 1
-            enough = _count_at_or_above(row_ptr, n, mid, CANDIDATES) >= k
+            enough = _count_keys(row_ptr, n, mid.to(tl.int32), CANDIDATES, False) >= k
             low = tl.where(enough, mid, low)
             high = tl.where(enough, high, mid)
-        ties_needed = k - _count_at_or_above(row_ptr, n, low + 1, CANDIDATES)
+        threshold = low.to(tl.int32)
+        ties_needed = k - _count_keys(row_ptr, n, threshold, CANDIDATES, True)
         written = 0
         ties_seen = 0
         for start in range(0, n, CANDIDATES):
             cols = start + slots
-            keys = _load_unsigned_keys(row_ptr, cols, n)
+            keys = _load_keys(row_ptr, cols, n)
             valid = cols < n
-            tie = valid & (keys == low)
+            tie = valid & (keys == threshold)
             tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1 + ties_seen
-            take = (valid & (keys > low)) | (tie & (tie_rank < ties_needed))
+            take = (valid & (keys > threshold)) | (tie & (tie_rank < ties_needed))
             tl.store(out_row_ptr + written + tl.cumsum(take.to(tl.int32), axis=0) - 1, cols, mask=take)
             written += tl.sum(take.to(tl.int32), axis=0)
             ties_seen += tl.sum(tie.to(tl.int32), axis=0)
@@ -375,12 +375,13 @@ def _split_collect_kernel(
         row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         cols = chunk * CHUNK + tl.arange(0, CHUNK)
-        take = (cols < n) & (_load_unsigned_keys(row_ptr, cols, n) >= bound)
+        take = (cols < n) & (_load_keys(row_ptr, cols, n) >= bound.to(tl.int32))
         first = tl.atomic_add(counts_ptr + row, tl.sum(take.to(tl.int32), axis=0), sem="relaxed")
         slot = first + tl.cumsum(take.to(tl.int32), axis=0) - 1
         tl.store(row_cands_ptr + slot, cols, mask=take & (slot < CANDIDATES))
-        # Release this program's candidates before arriving; the last to arrive (acquire)
-        # sees every program's candidates and finishes the row.
+        # Release this program's candidates before arriving (barrier, then a release by the
+        # arriving thread); the last to arrive (acquire) sees every program's candidates and
+        # finishes the row.
         tl.debug_barrier()
         arrived = tl.atomic_add(counts_ptr + tl.num_programs(0) + row, 1, sem="acq_rel")
         if arrived == tl.cdiv(n, CHUNK) - 1:
