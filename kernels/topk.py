@@ -155,6 +155,31 @@ def _kth_largest_bisect(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.con
     return threshold, k - _count_at_least(row_ptr, keys, n, threshold + 1, BLOCK, SINGLE)
 
 
+@triton.jit
+def _write_selected(row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK: tl.constexpr,
+                    SINGLE: tl.constexpr):
+    """Write the row's columns above ``threshold`` and its first ``ties_needed`` columns equal to
+    it (lowest index first), compacted; ``keys`` holds the row when SINGLE, else it is reloaded."""
+    offsets = tl.arange(0, BLOCK)
+    written = 0
+    ties_seen = 0
+    for start in range(0, n, BLOCK):
+        cols = start + offsets
+        in_row = cols < n
+        if SINGLE:
+            chunk = keys
+        else:
+            chunk = _load_keys(row_ptr, cols, n)
+        above = in_row & (chunk > threshold)
+        tie = in_row & (chunk == threshold)
+        tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) + ties_seen
+        take = above | (tie & (tie_rank <= ties_needed))
+        position = tl.cumsum(take.to(tl.int32), axis=0) - 1 + written
+        tl.store(out_row_ptr + position, cols, mask=take)
+        written += tl.sum(take.to(tl.int32), axis=0)
+        ties_seen += tl.sum(tie.to(tl.int32), axis=0)
+
+
 @triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k"],
             do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"])
 def _ragged_topk_kernel(
@@ -187,24 +212,7 @@ def _ragged_topk_kernel(
             threshold, ties_needed = _kth_largest_radix(row_ptr, keys, n, k, BLOCK, SINGLE)
         else:
             threshold, ties_needed = _kth_largest_bisect(row_ptr, keys, n, k, BLOCK, SINGLE)
-        # Columns above the threshold are all taken; ties at it fill the rest, lowest index first.
-        written = 0
-        ties_seen = 0
-        for start in range(0, n, BLOCK):
-            cols = start + offsets
-            in_row = cols < n
-            if SINGLE:
-                chunk = keys
-            else:
-                chunk = _load_keys(row_ptr, cols, n)
-            above = in_row & (chunk > threshold)
-            tie = in_row & (chunk == threshold)
-            tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) + ties_seen
-            take = above | (tie & (tie_rank <= ties_needed))
-            position = tl.cumsum(take.to(tl.int32), axis=0) - 1 + written
-            tl.store(out_row_ptr + position, cols, mask=take)
-            written += tl.sum(take.to(tl.int32), axis=0)
-            ties_seen += tl.sum(tie.to(tl.int32), axis=0)
+        _write_selected(row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK, SINGLE)
 
 
 # -- split path: one row spread over many programs ------------------------------------------
@@ -286,29 +294,17 @@ def _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _count_keys(row_ptr, n, key, BLOCK: tl.constexpr, STRICT: tl.constexpr):
-    # streamed over the row: columns whose key is > key (STRICT) or >= key
-    count = 0
-    for start in range(0, n, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        keys = _load_keys(row_ptr, cols, n)
-        hit = (keys > key) if STRICT else (keys >= key)
-        count += tl.sum(((cols < n) & hit).to(tl.int32), axis=0)
-    return count
-
-
-@triton.jit
 def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDIDATES: tl.constexpr):
     """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
-    row's candidate list (every column with key >= low, when it did not overflow)."""
+    row's candidate list (every column with key >= low, when it did not overflow; an overflowed
+    list is ignored and the whole row searched)."""
     slots = tl.arange(0, CANDIDATES)
-    # the k-th largest key t: count(key >= low) >= k > count(key >= high)
-    high = tl.full((), _KEY_MAX, tl.int64) + 1
-    if num_cands <= CANDIDATES:  # every key >= t is in the list
+    if num_cands <= CANDIDATES:  # every key >= the k-th largest is in the list
         in_list = slots < num_cands
         # written by other programs of this launch: read through L2
         cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
         keys = _load_keys(row_ptr, cols, n)
+        # the k-th largest key t: count(key >= low) >= k > count(key >= high)
         high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
         while high - low > 1:
             mid = (low + high) >> 1
@@ -322,26 +318,9 @@ def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDI
         tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
         tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
         tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
-    else:  # the list overflowed: the same search, streaming the row
-        while high - low > 1:
-            mid = (low + high) >> 1
-            enough = _count_keys(row_ptr, n, mid.to(tl.int32), CANDIDATES, False) >= k
-            low = tl.where(enough, mid, low)
-            high = tl.where(enough, high, mid)
-        threshold = low.to(tl.int32)
-        ties_needed = k - _count_keys(row_ptr, n, threshold, CANDIDATES, True)
-        written = 0
-        ties_seen = 0
-        for start in range(0, n, CANDIDATES):
-            cols = start + slots
-            keys = _load_keys(row_ptr, cols, n)
-            valid = cols < n
-            tie = valid & (keys == threshold)
-            tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1 + ties_seen
-            take = (valid & (keys > threshold)) | (tie & (tie_rank < ties_needed))
-            tl.store(out_row_ptr + written + tl.cumsum(take.to(tl.int32), axis=0) - 1, cols, mask=take)
-            written += tl.sum(take.to(tl.int32), axis=0)
-            ties_seen += tl.sum(tie.to(tl.int32), axis=0)
+    else:  # the list overflowed: the one-program-per-row search, streaming the row
+        threshold, ties_needed = _kth_largest_bisect(row_ptr, slots, n, k, CANDIDATES, False)
+        _write_selected(row_ptr, out_row_ptr, slots, n, threshold, ties_needed, CANDIDATES, False)
 
 
 @triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k"],
@@ -409,7 +388,7 @@ def _workspace(logits, *sizes):
     initialized: the range launch zeroes what is accumulated into."""
     from ._launch import TensorMeta
 
-    padded = [-(-size // 4) * 4 for size in sizes]
+    padded = [cdiv(size, 4) * 4 for size in sizes]
     if isinstance(logits, TensorMeta):  # planning: only dtype and alignment matter
         return [TensorMeta((size,), torch.int32) for size in padded]
     total = sum(padded)
