@@ -15,9 +15,8 @@ from typing import Any
 
 import torch
 import triton
-from triton import knobs
 
-__all__ = ["KernelLaunch", "TensorMeta", "interpreting", "cdiv", "next_power_of_2", "clear_direct_launches"]
+__all__ = ["KernelLaunch", "TensorMeta", "interpreting", "cdiv", "next_power_of_2"]
 
 
 # Host-side integer helpers for the launch paths: ``triton.cdiv`` and ``triton.next_power_of_2``
@@ -99,27 +98,9 @@ class KernelLaunch:
     options: dict = field(default_factory=dict)
 
     def run(self) -> None:
-        """Launch: through Triton's ``JITFunction.run`` the first time a specialization is seen
-        (it binds, looks up or compiles), directly through the compiled kernel afterwards."""
         if math.prod(self.grid) == 0:
             return
-        key = _direct_key(self)
-        entry = _DIRECT.get(key) if key is not None else None
-        if entry is None:
-            compiled = self.kernel.run(*self.args, grid=self.grid, warmup=False, **self.options)
-            if key is not None and compiled is not None and not hasattr(compiled, "result"):
-                tail = tuple(self.kernel.arg_names[len(self.args):])
-                _DIRECT[key] = (compiled, tail)
-            return
-        compiled, tail = entry
-        grid = self.grid
-        options = self.options
-        args = self.args + tuple(options[name] for name in tail)
-        device = key[1]
-        stream = _driver().get_current_stream(device)
-        compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
-                     compiled.function, compiled.packed_metadata, compiled.launch_metadata(grid, stream, *args),
-                     knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
+        self.kernel[self.grid](*self.args, **self.options)
 
     def warmup(self):
         """Compile (or load from Triton's cache) without launching; returns the CompiledKernel."""
@@ -129,46 +110,3 @@ class KernelLaunch:
     def kernel_name(self) -> str:
         fn = getattr(self.kernel, "fn", None)
         return getattr(fn, "__name__", repr(self.kernel))
-
-
-# -- direct launches ---------------------------------------------------------------------------
-# Triton's ``JITFunction.run`` binds every argument (specialization), builds a string cache key
-# and looks it up on every launch: tens of microseconds of host time a launch on the H200's host
-# (docs/benchmarks.md). A launch whose specialization was seen before goes straight to the
-# compiled kernel instead. The direct key is at least as fine as Triton's: for each tensor its
-# dtype and 16-byte alignment, for each int whether it is 1, divisible by 16 and its width,
-# whatever ``do_not_specialize`` says, plus every option, the device and the knobs Triton adds
-# to its key. Any other argument type, the interpreter, or a JIT function with pre-run hooks
-# takes Triton's path every time.
-_DIRECT: dict = {}
-
-
-def _driver():
-    return triton.runtime.driver.active
-
-
-def _direct_key(launch: KernelLaunch):
-    kernel = launch.kernel
-    if knobs.runtime.interpret or getattr(kernel, "pre_run_hooks", True):
-        return None
-    parts = []
-    for arg in launch.args:
-        if type(arg) is int:
-            parts.append((arg == 1, arg % 16 == 0, -(1 << 31) <= arg < (1 << 31), arg < (1 << 63)))
-        elif isinstance(arg, (torch.Tensor, TensorMeta)):
-            parts.append((arg.dtype, arg.data_ptr() % 16 == 0))
-        else:
-            return None
-    try:
-        options = tuple(launch.options.items())
-        hash(options)
-    except TypeError:
-        return None
-    return (kernel, _driver().get_current_device(), options, tuple(parts), knobs.runtime.debug,
-            knobs.compilation.instrumentation_mode)
-
-
-def clear_direct_launches() -> None:
-    """Forget the compiled kernels remembered for direct launches (the next launch of each
-    specialization goes through Triton's ``JITFunction.run`` again)."""
-    _DIRECT.clear()
