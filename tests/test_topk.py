@@ -86,6 +86,34 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates)
     assert_topk_matches(out, logits, lengths, k)
 
 
+@pytest.mark.parametrize("group,ties", [(2, False), (4, True), (8, False), (8, True)])
+def test_topk_split_bound_over_group_maxima(device, group, ties):
+    # rows of 8 full chunks with a small share: the bound searches group maxima; every chunk's
+    # bound must still have its share of keys at or above it, and the result stays exact;
+    # rows of 2-3 chunks (share too large for the maxima) search every key
+    gen = torch.Generator().manual_seed(group + ties)
+    chunk, width, k = 1024, 8192, 64
+    logits = torch.randn(5, width, generator=gen)
+    if ties:
+        logits = logits.round(decimals=1)
+    lengths = torch.tensor([width, width - 5, 2048, 3000, 40], dtype=torch.int32)
+    out = torch.full((5, k), INT_POISON, dtype=torch.int32, device=device)
+    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=TopkConfig(
+        "split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group))
+    for launch in launches:
+        launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+    bounds = launches[0].args[3][:5 * 8].view(5, 8).cpu()
+    keys = logits.view(torch.int32)
+    keys = keys ^ ((keys >> 31) & 0x7FFFFFFF)
+    for row, n in enumerate(lengths.tolist()):
+        full = n // chunk
+        share = -(-k // max(full, 1))
+        for c in range(full):
+            at_least = int((keys[row, c * chunk:(c + 1) * chunk] >= bounds[row, c]).sum())
+            assert at_least >= share, (row, c, at_least, share)
+
+
 @pytest.mark.parametrize("spread", ["scaled", "outlier", "equal", "negative", "skewed"])
 def test_topk_split_value_ranges(device, spread):
     # the split path's bounds on rows of tiny and huge scales, with outliers, all values equal
@@ -129,6 +157,7 @@ def test_topk_split_candidate_list_sized_from_k(device, k):
     assert_topk_matches(out, logits, lengths, k)
     counts = launches[0].args[2][:3].cpu()
     assert (counts >= k).all() and (counts <= cfg.candidates).all(), counts
+    assert cfg.group == {512: 8, 1500: 4, 2048: 4}[k], cfg  # 4+ group maxima per needed key of a 32K row
 
 
 def test_topk_split_path_by_shape_with_views(device):
