@@ -43,6 +43,7 @@ SPLIT_WARPS = 8
 SPLIT_CANDIDATES = 2048  # the smallest candidate list; larger k get up to SPLIT_MAX_CANDIDATES
 SPLIT_MAX_CANDIDATES = 8192
 SPLIT_MAX_GROUP = 8
+SPLIT_GROUPS_PER_KEY = 4  # group maxima per key a chunk's bound needs, or the bound searches every key
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,10 @@ def topk_launch_config(num_cols: int, k: int) -> TopkConfig:
     known set of variants whatever its per-step widths are."""
     if num_cols > SPLIT_MIN_COLS:
         candidates = min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, next_power_of_2(k + k // 2)))
-        # group maxima: at least 4 per key a full chunk must hold at or above its bound, for a
-        # row of 8 full chunks (a 32K row); rows with a larger share search every key
-        groups_wanted = 4 * cdiv(k, 8)
+        # group maxima: SPLIT_GROUPS_PER_KEY per key a full chunk must hold at or above its
+        # bound, for a row of 8 full chunks (a 32K row); rows with a larger share search every
+        # key. The group is the largest power of two that leaves that many groups.
+        groups_wanted = SPLIT_GROUPS_PER_KEY * cdiv(k, 8)
         group = max(1, min(SPLIT_MAX_GROUP, next_power_of_2(SPLIT_CHUNK // groups_wanted + 1) // 2))
         return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=candidates,
                           collect_warps=max(SPLIT_WARPS, candidates // 256), group=group)
@@ -228,7 +230,8 @@ def _ragged_topk_kernel(
 #   bound:   each program holding a full chunk of a row finds a key b with at least
 #            j = ceil(k / full chunks) of its chunk's keys >= b (16 bisection steps over the
 #            chunk's key range, in registers; over the maxima of groups of GROUP keys when there
-#            are at least 4 groups per needed key: the search is ALU-bound at prefill sizes).
+#            are SPLIT_GROUPS_PER_KEY groups per needed key: the search is ALU-bound at prefill
+#            sizes).
 #            The smallest b of a row's chunks is a lower bound of the row's k-th largest key:
 #            those chunks alone hold >= k keys at or above it.
 #   collect: each program compacts the columns of its chunk whose key is >= the row's bound and
@@ -247,6 +250,7 @@ def _ragged_topk_kernel(
 _BOUND_STEPS = tl.constexpr(16)
 _KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
 _KEY_MAX = tl.constexpr(2147483647)
+_GROUPS_PER_KEY = tl.constexpr(SPLIT_GROUPS_PER_KEY)
 
 
 @triton.jit
@@ -297,9 +301,9 @@ def _split_bound_kernel(
         if chunk < full:
             cols = chunk * CHUNK + tl.arange(0, CHUNK)
             keys = _load_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
-            if GROUP > 1 and share * 4 <= CHUNK // GROUP:
+            if GROUP > 1 and share * _GROUPS_PER_KEY <= CHUNK // GROUP:
                 # The maxima of disjoint groups are distinct keys, so a bound met by `share`
-                # maxima is met by the chunk; with 4+ groups per needed key it is nearly as
+                # maxima is met by the chunk; with 4 groups per needed key it is nearly as
                 # tight (top keys rarely share a group), for 1/GROUP of the search's work.
                 # Any grouping will do: let the compiler keep each group in one thread.
                 groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
