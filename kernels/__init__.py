@@ -6,8 +6,8 @@ which variants the ops can request.
 """
 
 from ._launch import KernelLaunch, TensorMeta, interpreting
-from .decode import (DecodeConfig, decode_launch_config, decode_scores_launch, decode_tiles_per_program,
-                     qsa_paged_decode_scores, qsa_select_paged_decode)
+from .decode import (DecodeConfig, decode_launch_config, decode_scores_launch, decode_tile_shape,
+                     decode_tiles_per_program, qsa_paged_decode_scores, qsa_select_paged_decode)
 from .expand import ExpandConfig, expand_launch, expand_launch_config, expand_qsa_block_indices, POSITION_DTYPES
 from .prefill import (DEFAULT_MAX_LOGITS_MB, SHARED_MEMORY_BUDGET, PrefillConfig, prefill_launch_config,
                       prefill_logits_layout, prefill_scores_launch, qsa_select_paged_prefill)
@@ -17,7 +17,8 @@ from .topk import (SINGLE_PASS_MAX_COLS, SPLIT_MIN_COLS, TopkConfig, ragged_topk
 __all__ = [
     "qsa_select_paged_decode", "qsa_select_paged_prefill", "expand_qsa_block_indices", "ragged_topk",
     "qsa_paged_decode_scores",
-    "decode_launch_config", "decode_tiles_per_program", "prefill_launch_config", "prefill_logits_layout",
+    "decode_launch_config", "decode_tile_shape", "decode_tiles_per_program", "prefill_launch_config",
+    "prefill_logits_layout",
     "topk_launch_config", "expand_launch_config",
     "decode_scores_launch", "prefill_scores_launch", "ragged_topk_launch", "ragged_topk_launches", "expand_launch",
     "DecodeConfig", "PrefillConfig", "TopkConfig", "ExpandConfig", "KernelLaunch", "TensorMeta", "interpreting",

@@ -27,10 +27,19 @@ from ._launch import KernelLaunch, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import ragged_topk
 
-__all__ = ["DecodeConfig", "decode_launch_config", "decode_tiles_per_program", "decode_scores_launch",
+__all__ = ["DecodeConfig", "decode_launch_config", "decode_tiles_per_program", "decode_tile_shape", "decode_scores_launch",
            "qsa_paged_decode_scores", "qsa_select_paged_decode"]
 
+# Two tile shapes (tools/bench_kernels.py --sweep, docs/benchmarks.md "Session 10"):
+# - 64 columns, 2 stages: Triton pipelines the key gather through cp.async, which wins for bf16
+#   on grids that fill the GPU many times over;
+# - 128 columns, 1 stage: plain loads, which keep the L2 evict-first hint (cp.async drops it), so
+#   the streamed keys do not push other lines (the logits the top-k reads next, a caller's dirty
+#   lines) out of L2. Faster for fp8 at every size measured and for bf16 on small grids.
 DECODE_BLOCK_N = 64
+DECODE_WIDE_BLOCK_N = 128
+# Grids below this many 64-column programs are small (e.g. 8 requests x 32K columns).
+DECODE_SMALL_GRID = 16384
 # Largest query tile (rows x padded heads) one program keeps as the dot operand.
 _MAX_QUERY_TILE = 256
 # Decode is memory-bound: promote fp8 products to fp32 after every wgmma (k=32), for free.
@@ -60,6 +69,16 @@ def decode_tiles_per_program(num_programs_at_one_tile: int) -> int:
     return 8
 
 
+def decode_tile_shape(cache_dtype: torch.dtype, num_programs_at_one_tile: int) -> tuple[int, int, int]:
+    """(block_n, num_stages, tiles_per_program) from the number of 64-column programs."""
+    if cache_dtype == torch.float8_e4m3fn:
+        # 128-column tiles: the 64-column grouping, one program per 4 of its tiles
+        return DECODE_WIDE_BLOCK_N, 1, max(1, decode_tiles_per_program(num_programs_at_one_tile) // 4)
+    if num_programs_at_one_tile < DECODE_SMALL_GRID:
+        return DECODE_WIDE_BLOCK_N, 1, 2
+    return DECODE_BLOCK_N, 2, decode_tiles_per_program(num_programs_at_one_tile)
+
+
 def decode_launch_config(
     cache_dtype: torch.dtype,
     num_heads: int,
@@ -80,21 +99,21 @@ def _decode_launch_config(cache_dtype, num_heads, head_dim, decode_query_len, nu
     query_group = min(next_power_of_2(decode_query_len), max(1, _MAX_QUERY_TILE // heads_pad))
     heads_pad = max(heads_pad, 16 // query_group)  # tl.dot needs an operand width of at least 16
     query_groups = cdiv(decode_query_len, query_group)
-    tiles = cdiv(num_columns, DECODE_BLOCK_N)
-    tiles_per_program = decode_tiles_per_program(num_requests * query_groups * tiles)
+    programs = num_requests * query_groups * cdiv(num_columns, DECODE_BLOCK_N)
+    block_n, num_stages, tiles_per_program = decode_tile_shape(cache_dtype, programs)
     tile_width = query_group * heads_pad
     # Keep the fp32 accumulator near 64 registers a thread.
-    num_warps = max(1, min(8, DECODE_BLOCK_N * tile_width // (32 * 64)))
-    # Floors measured on the H200 (tools/bench_kernels.py --sweep, docs/benchmarks.md):
-    # fp8 keeps more loads in flight with 4 warps, bf16 is fastest with 2.
-    num_warps = max(num_warps, 4 if cache_dtype == torch.float8_e4m3fn else 2)
+    num_warps = max(1, min(8, block_n * tile_width // (32 * 64)))
+    # Floors measured on the H200 (tools/bench_kernels.py --sweep, docs/benchmarks.md): plain
+    # loads (and fp8) keep enough bytes in flight with 4 warps, the cp.async pipeline with 2.
+    num_warps = max(num_warps, 4 if num_stages == 1 else 2)
     return DecodeConfig(
-        block_n=DECODE_BLOCK_N,
+        block_n=block_n,
         tiles_per_program=tiles_per_program,
         query_group=query_group,
         heads_pad=heads_pad,
         num_warps=num_warps,
-        num_stages=2,
+        num_stages=num_stages,
         dot_fp32=interpret and cache_dtype == torch.bfloat16,
         imprecise_acc=FP8_PRECISE_ACC if cache_dtype == torch.float8_e4m3fn else 0,
     )

@@ -116,7 +116,7 @@ def _decode_points(cfg: DeploymentConfig):
                 if c not in seen:
                     seen.add(c)
                     yield ("decode", f"decode.{short_dtype(dtype_name)}.dql{dql}.qg{c.query_group}"
-                           f".tpp{c.tiles_per_program}.w{c.num_warps}", (dtype_name, dql, num_reqs),
+                           f".n{c.block_n}.s{c.num_stages}.tpp{c.tiles_per_program}.w{c.num_warps}", (dtype_name, dql, num_reqs),
                            f"first reached at {num_reqs} requests")
 
 

@@ -13,7 +13,7 @@ from _subproc import (ROOT, binary_path, child_env, cli, cli_json, entry_files, 
 
 pytestmark = pytest.mark.slow
 
-TINY_IDS = ["decode.bf16.dql1.qg1.tpp1.w2", "decode.bf16.dql2.qg2.tpp1.w2", "prefill.bf16.tr64.w8",
+TINY_IDS = ["decode.bf16.dql1.qg1.n128.s1.tpp2.w4", "decode.bf16.dql2.qg2.n128.s1.tpp2.w4", "prefill.bf16.tr64.w8",
             "topk.single.b1024.w4", "expand.i32"]
 
 
@@ -34,7 +34,7 @@ def copy_of(built, tmp_path):
 def test_plan_default_and_tiny_and_custom(tmp_path):
     default = cli_json("plan")
     fams = [s["family"] for s in default["specs"]]
-    assert (fams.count("decode"), fams.count("prefill"), fams.count("topk"), fams.count("expand")) == (32, 2, 6, 2)
+    assert (fams.count("decode"), fams.count("prefill"), fams.count("topk"), fams.count("expand")) == (24, 2, 6, 2)
     assert [s["id"] for s in cli_json("plan", "--preset", "tiny")["specs"]] == TINY_IDS
     assert cli_json("plan")["specs"] == default["specs"]  # stable ids and keys
     cfg = dict(json.load(open(os.path.join(ROOT, "tests", "data", "small_fp8.json"))))
@@ -42,7 +42,8 @@ def test_plan_default_and_tiny_and_custom(tmp_path):
     path.write_text(json.dumps(cfg))
     specs = cli_json("plan", "--config", path)["specs"]
     decode = [s["id"] for s in specs if s["family"] == "decode"]
-    assert decode == ["decode.fp8.dql1.qg1.tpp1.w4", "decode.fp8.dql2.qg2.tpp1.w4", "decode.fp8.dql3.qg4.tpp1.w4"]
+    assert decode == ["decode.fp8.dql1.qg1.n128.s1.tpp1.w4", "decode.fp8.dql2.qg2.n128.s1.tpp1.w4",
+                      "decode.fp8.dql3.qg4.n128.s1.tpp1.w4"]
     assert {s["family"] for s in specs} == {"decode", "prefill", "topk", "expand"}
 
 
@@ -60,7 +61,7 @@ def test_prebuild_then_check(built, tmp_path):
                                           ("drop_entry", "missing"), ("drop_entry_and_flip", "missing")])
 def test_damage_is_found_and_only_that_spec_rebuilt(built, tmp_path, damage, state):
     root = copy_of(built, tmp_path)
-    victim = "decode.bf16.dql2.qg2.tpp1.w2"
+    victim = "decode.bf16.dql2.qg2.n128.s1.tpp2.w4"
     binary = binary_path(root, victim)
     if damage == "delete":
         shutil.rmtree(os.path.dirname(binary))

@@ -3,7 +3,8 @@ import dataclasses
 import pytest
 import torch
 
-from kernels import (decode_launch_config, decode_scores_launch, decode_tiles_per_program, qsa_select_paged_decode)
+from kernels import (decode_launch_config, decode_scores_launch, decode_tile_shape, decode_tiles_per_program,
+                     qsa_select_paged_decode)
 from kernels import reference as ref
 from _helpers import INT_POISON, score_rtol, assert_scores_match, assert_topk_matches, make_cache, make_page_table, make_q
 
@@ -41,14 +42,17 @@ def test_decode_scores_match_reference(device, dtype, dql, heads, head_dim):
 
 
 @pytest.mark.parametrize("tiles_per_program", [1, 2, 4, 8])
+@pytest.mark.parametrize("block_n,num_stages", [(64, 2), (128, 1)])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_decode_every_tiles_per_program_group(device, tiles_per_program, dtype):
-    # The groups are reached at thousands of requests; run the kernel with each group's constants.
+def test_decode_every_tiles_per_program_group(device, tiles_per_program, block_n, num_stages, dtype):
+    # The groups are reached at thousands of requests; run the kernel with each group's constants
+    # and each tile shape (a 128-column tile spans pages: the page size here is 16).
     inputs = _decode_inputs(device, seed=tiles_per_program, dtype=dtype, heads=4, head_dim=64, dql=2, num_reqs=2,
                             width=12, page_size=16)
     q, k_cache, page_table, _ = inputs
     base = decode_launch_config(dtype, 4, 64, 2, 2, 12 * 16)
-    got = _scores(inputs, 2, config=dataclasses.replace(base, tiles_per_program=tiles_per_program))
+    cfg = dataclasses.replace(base, tiles_per_program=tiles_per_program, block_n=block_n, num_stages=num_stages)
+    got = _scores(inputs, 2, config=cfg)
     assert_scores_match(got, ref.decode_scores(*[t.cpu() for t in inputs], 2), rtol=score_rtol(dtype))
 
 
@@ -64,9 +68,19 @@ def test_decode_query_groups_split_rows(device):
 def test_tiles_per_program_thresholds():
     assert [decode_tiles_per_program(n) for n in (1, 16383, 16384, 32767, 32768, 131071, 131072)] == \
         [1, 1, 2, 2, 4, 4, 8]
-    # the dispatch function drives the config: 32K columns -> 512 tiles a request
-    groups = {decode_launch_config(torch.bfloat16, 32, 128, 1, n, 32768).tiles_per_program for n in (1, 31, 32, 64, 255, 256)}
-    assert groups == {1, 2, 4, 8}
+    # the dispatch functions drive the config: 32K columns -> 512 64-column tiles a request
+    def shapes(dtype, reqs):
+        cfgs = [decode_launch_config(dtype, 32, 128, 1, n, 32768) for n in reqs]
+        return {(c.block_n, c.num_stages, c.tiles_per_program) for c in cfgs}
+    # bf16: wide single-stage tiles below 16384 programs (31 requests), then the pipelined groups
+    assert shapes(torch.bfloat16, (1, 31)) == {(128, 1, 2)}
+    assert shapes(torch.bfloat16, (32, 63, 64, 255, 256)) == {(64, 2, 2), (64, 2, 4), (64, 2, 8)}
+    # fp8: wide single-stage tiles at every size, one program per 4 tiles of the 64-column grouping
+    assert shapes(torch.float8_e4m3fn, (1, 255)) == {(128, 1, 1)}
+    assert shapes(torch.float8_e4m3fn, (256,)) == {(128, 1, 2)}
+    assert decode_tile_shape(torch.float8_e4m3fn, 131072) == (128, 1, 2)
+    assert decode_tile_shape(torch.bfloat16, 16383) == (128, 1, 2)
+    assert decode_tile_shape(torch.bfloat16, 16384) == (64, 2, 2)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

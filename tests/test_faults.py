@@ -228,7 +228,7 @@ def test_cuda_process_builds_in_a_child_process(tmp_path):
 
 
 def test_strict_error_names_the_closest_planned_spec(built, tmp_path):
-    # tiny plans decode dql1/tpp1 and dql2/tpp1; a dql1 launch grouped 2 tiles a program is
+    # tiny plans decode dql1/tpp2 and dql2/tpp2; a dql1 launch with 1 tile a program is
     # one constant away from the first and several from the second
     p = python(f"""
         import dataclasses, json, torch, qsa_warmup, kernels
@@ -240,7 +240,7 @@ def test_strict_error_names_the_closest_planned_spec(built, tmp_path):
         launch = kernels.decode_scores_launch(M((3, 4, 64), torch.bfloat16), M((1, 16, 1, 64), torch.bfloat16),
                                               M((3, 8), torch.int32), M((3,), torch.int32),
                                               M((3, 128), torch.float32), 1,
-                                              config=dataclasses.replace(base, tiles_per_program=2))
+                                              config=dataclasses.replace(base, tiles_per_program=1))
         with tc.active_driver(tc.parse_target("sm_90")):
             try:
                 launch.warmup()
@@ -249,5 +249,5 @@ def test_strict_error_names_the_closest_planned_spec(built, tmp_path):
                 print(json.dumps({{"closest": exc.closest, "text": str(exc)}}))
     """)
     out = last_json(p)
-    assert out["closest"] == "decode.bf16.dql1.qg1.tpp1.w2", out
+    assert out["closest"] == "decode.bf16.dql1.qg1.n128.s1.tpp2.w4", out
     assert "TILES_PER_PROG" in out["text"]

@@ -41,7 +41,7 @@ def test_decode_select_cuda_graph_replay(dtype):
         assert torch.equal(out.sort(dim=1).values, eager.sort(dim=1).values)
 
 
-@pytest.mark.parametrize("num_reqs,expect_tpp", [(8, 1), (40, 2), (128, 4), (256, 8)])
+@pytest.mark.parametrize("num_reqs,expect_tpp", [(8, 2), (40, 2), (128, 4), (256, 8)])
 def test_decode_tiles_per_program_by_shape(num_reqs, expect_tpp):
     width = 512  # 32K columns
     assert decode_launch_config(torch.bfloat16, 32, 128, 1, num_reqs, width * 64).tiles_per_program == expect_tpp
