@@ -229,9 +229,9 @@ def _ragged_topk_kernel(
 # Two launches, so all SMs work on a few long rows:
 #   bound:   each program holding a full chunk of a row finds a key b with at least
 #            j = ceil(k / full chunks) of its chunk's keys >= b (16 bisection steps over the
-#            chunk's key range, in registers: ALU-bound at prefill sizes; or, when there are
-#            SPLIT_GROUPS_PER_KEY groups per needed key, 7 five-way steps over the maxima of
-#            groups of GROUP keys: few values, so a latency-bound chain of reductions).
+#            chunk's key range, in registers; over the maxima of groups of GROUP keys when there
+#            are SPLIT_GROUPS_PER_KEY groups per needed key: the search is ALU-bound at prefill
+#            sizes).
 #            The smallest b of a row's chunks is a lower bound of the row's k-th largest key:
 #            those chunks alone hold >= k keys at or above it.
 #   collect: each program compacts the columns of its chunk whose key is >= the row's bound and
@@ -248,7 +248,6 @@ def _ragged_topk_kernel(
 # threshold are taken in no particular order. The workspace needs no initialization: the
 # bound launch zeroes the counters.
 _BOUND_STEPS = tl.constexpr(16)
-_BOUND_FIVE_WAY_STEPS = tl.constexpr(7)  # 5**7 > 2**16: as tight as the 16 halvings
 _KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
 _KEY_MAX = tl.constexpr(2147483647)
 _GROUPS_PER_KEY = tl.constexpr(SPLIT_GROUPS_PER_KEY)
@@ -276,19 +275,6 @@ def _lower_bound_of(values, need, STEPS: tl.constexpr):
         enough = tl.sum((values >= mid.to(tl.int32)).to(tl.int32), axis=0) >= need
         low = tl.where(enough, mid, low)
         high = tl.where(enough, high, mid)
-    return low.to(tl.int32)
-
-
-@triton.jit
-def _lower_bound_five_ways(values, need, STEPS: tl.constexpr):
-    """As :func:`_lower_bound_of`, cutting the range five ways a step (one packed reduction):
-    for few values a program, whose search is a chain of dependent reductions (latency), not
-    ALU work. Fewer than 65536 values."""
-    low = tl.min(values, axis=0).to(tl.int64)
-    high = tl.max(values, axis=0).to(tl.int64) + 1
-    every = values == values
-    for _ in range(STEPS):
-        low, high = _split_five_ways(values, every, need, low, high)
     return low.to(tl.int32)
 
 
@@ -321,7 +307,7 @@ def _split_bound_kernel(
                 # tight (top keys rarely share a group), for 1/GROUP of the search's work.
                 # Any grouping will do: let the compiler keep each group in one thread.
                 groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
-                bound = _lower_bound_five_ways(tl.max(groups, axis=1), share, _BOUND_FIVE_WAY_STEPS)
+                bound = _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS)
             else:
                 bound = _lower_bound_of(keys, share, _BOUND_STEPS)
             tl.store(bounds_ptr + row.to(tl.int64) * tl.num_programs(1) + chunk, bound)
