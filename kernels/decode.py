@@ -105,7 +105,7 @@ def _decode_launch_config(cache_dtype, num_heads, head_dim, decode_query_len, nu
     # Keep the fp32 accumulator near 64 registers a thread.
     num_warps = max(1, min(8, block_n * tile_width // (32 * 64)))
     # Floors measured on the H200 (tools/bench_kernels.py --sweep, docs/benchmarks.md): plain
-    # loads (and fp8) keep enough bytes in flight with 4 warps, the cp.async pipeline with 2.
+    # loads keep enough bytes in flight with 4 warps, the cp.async pipeline with 2.
     num_warps = max(num_warps, 4 if num_stages == 1 else 2)
     return DecodeConfig(
         block_n=block_n,

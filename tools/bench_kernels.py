@@ -196,7 +196,7 @@ def decode_case(reqs, columns, dtype, sweep):
         configs = [dataclasses.replace(base, block_n=block_n, num_warps=warps, num_stages=stages, tiles_per_program=tpp)
                    for block_n in (32, 64, 128)
                    for warps in ((1, 2, 4) if dtype == torch.float8_e4m3fn else (2, 4, 8))
-                   for stages in (2, 3) for tpp in (1, 2, 4, 8)]
+                   for stages in (1, 2, 3) for tpp in (1, 2, 4, 8)]  # 1: plain loads, which keep the L2 hint
         precompile([decode_scores_launch(q, k_cache, tables[0], visible, logits, 1, config=cfg) for cfg in configs])
         trials = []
         for cfg in configs:
