@@ -11,7 +11,8 @@ from .decode import (DecodeConfig, decode_launch_config, decode_scores_launch, d
 from .expand import ExpandConfig, expand_launch, expand_launch_config, expand_qsa_block_indices, POSITION_DTYPES
 from .prefill import (DEFAULT_MAX_LOGITS_MB, SHARED_MEMORY_BUDGET, PrefillConfig, prefill_launch_config,
                       prefill_logits_layout, prefill_scores_launch, qsa_select_paged_prefill)
-from .topk import (SINGLE_PASS_MAX_COLS, SPLIT_MIN_COLS, TopkConfig, ragged_topk, ragged_topk_launch,
+from .topk import (SINGLE_PASS_MAX_COLS, SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MIN_COLS, TopkConfig, ragged_topk,
+                   ragged_topk_launch,
                    ragged_topk_launches, topk_launch_config)
 
 __all__ = [
@@ -22,5 +23,5 @@ __all__ = [
     "topk_launch_config", "expand_launch_config",
     "decode_scores_launch", "prefill_scores_launch", "ragged_topk_launch", "ragged_topk_launches", "expand_launch",
     "DecodeConfig", "PrefillConfig", "TopkConfig", "ExpandConfig", "KernelLaunch", "TensorMeta", "interpreting",
-    "DEFAULT_MAX_LOGITS_MB", "SHARED_MEMORY_BUDGET", "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS", "POSITION_DTYPES",
+    "DEFAULT_MAX_LOGITS_MB", "SHARED_MEMORY_BUDGET", "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS", "SPLIT_FINISH_APART_MIN_ROWS", "POSITION_DTYPES",
 ]

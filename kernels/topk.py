@@ -8,7 +8,8 @@ columns equal to it, compacted with a prefix sum; rows up to ``SINGLE_PASS_MAX_C
 registers (``single``), wider ones stream (``streaming``). Wider rows take the ``split`` path
 (two launches, described above ``_split_bound_kernel``): many programs per row bound the
 k-th largest key from below and gather the few columns above the bound; the last of a row's
-programs then selects among those candidates.
+programs then selects among those candidates, or, for calls of many rows, a third launch of one
+program per row does.
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -30,7 +31,7 @@ from ._checks import check_int, check_same_device, check_shape, check_tensor
 from ._launch import KernelLaunch, cdiv, next_power_of_2
 
 __all__ = ["TopkConfig", "topk_launch_config", "ragged_topk_launch", "ragged_topk_launches", "ragged_topk",
-           "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS"]
+           "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS", "SPLIT_FINISH_APART_MIN_ROWS"]
 
 SINGLE_PASS_MAX_COLS = 32768
 _MIN_BLOCK = 1024
@@ -44,6 +45,11 @@ SPLIT_CANDIDATES = 2048  # the smallest candidate list; larger k get up to SPLIT
 SPLIT_MAX_CANDIDATES = 8192
 SPLIT_MAX_GROUP = 8
 SPLIT_GROUPS_PER_KEY = 4  # group maxima per key a chunk's bound needs, or the bound searches every key
+# From this many rows on, rows are finished by a third launch (one program per row) instead of
+# by the last collect program of each row: the finishing search needs ~4x the registers of the
+# scan, which caps the collect launch's occupancy once it runs in many waves.
+SPLIT_FINISH_APART_MIN_ROWS = 1024
+SPLIT_FINISH_WARPS = 4
 
 
 @dataclass(frozen=True)
@@ -62,17 +68,24 @@ class TopkConfig:
     # split path: keys per group whose maximum stands in for the group in the bound search
     # (1: every key); see _split_bound_kernel
     group: int = 1
+    # split path: rows finished by a third launch with this many warps (0: by the collect launch)
+    finish_warps: int = 0
 
 
-@functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
-def topk_launch_config(num_cols: int, k: int) -> TopkConfig:
+def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
     """Every launch decision of the ragged top-k (called by the launcher and the planner).
 
     Rows wider than ``SPLIT_MIN_COLS`` are spread over many programs (``split``: a fixed chunk
     whatever the width, and a candidate list sized from k: about 1.2 k candidates gather for
     well-mixed rows, so the list holds 1.5 k, at least ``SPLIT_CANDIDATES``); narrower rows take
-    one program each, widths bucketed to powers of two. A deployment (one k) reaches a small,
-    known set of variants whatever its per-step widths are."""
+    one program each, widths bucketed to powers of two. Row counts only choose whether a split
+    top-k finishes its rows in a third launch (from ``SPLIT_FINISH_APART_MIN_ROWS`` rows). A
+    deployment (one k) reaches a small, known set of variants whatever its per-step sizes are."""
+    return _launch_config(num_cols, k, num_rows >= SPLIT_FINISH_APART_MIN_ROWS)
+
+
+@functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
+def _launch_config(num_cols: int, k: int, finish_apart: bool) -> TopkConfig:
     if num_cols > SPLIT_MIN_COLS:
         candidates = min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, next_power_of_2(k + k // 2)))
         # group maxima: SPLIT_GROUPS_PER_KEY per key a full chunk must hold at or above its
@@ -80,6 +93,10 @@ def topk_launch_config(num_cols: int, k: int) -> TopkConfig:
         # key. The group is the largest power of two that leaves that many groups.
         groups_wanted = SPLIT_GROUPS_PER_KEY * cdiv(k, 8)
         group = max(1, min(SPLIT_MAX_GROUP, next_power_of_2(SPLIT_CHUNK // groups_wanted + 1) // 2))
+        if finish_apart:  # the collect launch only scans; the finishing block sizes its own warps
+            return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=candidates,
+                              collect_warps=SPLIT_WARPS, group=group,
+                              finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512))
         return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=candidates,
                           collect_warps=max(SPLIT_WARPS, candidates // 256), group=group)
     if num_cols > SINGLE_PASS_MAX_COLS:
@@ -394,6 +411,7 @@ def _split_collect_kernel(
     k,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
+    FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
     row = tl.program_id(0)
@@ -415,14 +433,43 @@ def _split_collect_kernel(
         first = tl.atomic_add(counts_ptr + row, tl.sum(take.to(tl.int32), axis=0), sem="relaxed")
         slot = first + tl.cumsum(take.to(tl.int32), axis=0) - 1
         tl.store(row_cands_ptr + slot, cols, mask=take & (slot < CANDIDATES))
-        # Release this program's candidates before arriving (barrier, then a release by the
-        # arriving thread); the last to arrive (acquire) sees every program's candidates and
-        # finishes the row.
-        tl.debug_barrier()
-        arrived = tl.atomic_add(counts_ptr + tl.num_programs(0) + row, 1, sem="acq_rel")
-        if arrived == tl.cdiv(n, CHUNK) - 1:
-            num_cands = tl.atomic_add(counts_ptr + row, 0, sem="acquire")
-            _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, bound, num_cands, CANDIDATES)
+        if FINISH:
+            # Release this program's candidates before arriving (barrier, then a release by the
+            # arriving thread); the last to arrive (acquire) sees every program's candidates and
+            # finishes the row.
+            tl.debug_barrier()
+            arrived = tl.atomic_add(counts_ptr + tl.num_programs(0) + row, 1, sem="acq_rel")
+            if arrived == tl.cdiv(n, CHUNK) - 1:
+                num_cands = tl.atomic_add(counts_ptr + row, 0, sem="acquire")
+                _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, bound, num_cands, CANDIDATES)
+
+
+@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k", "nchunks"],
+            do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"])
+def _split_finish_kernel(
+    logits_ptr,
+    lengths_ptr,
+    counts_ptr,
+    bounds_ptr,
+    cands_ptr,
+    out_ptr,
+    stride_logits_row,
+    stride_out_row,
+    num_cols,
+    k,
+    nchunks,
+    CHUNK: tl.constexpr,
+    CANDIDATES: tl.constexpr,
+):
+    """One program per row: the collect launch's finishing step, for rows longer than k (the
+    collect launch wrote the others), after every collect program has run."""
+    row = tl.program_id(0)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
+    if n > k:
+        bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
+        num_cands = tl.load(counts_ptr + row)
+        _finish_row(logits_ptr + row.to(tl.int64) * stride_logits_row, cands_ptr + row.to(tl.int64) * CANDIDATES,
+                    out_ptr + row.to(tl.int64) * stride_out_row, n, k, bound, num_cands, CANDIDATES)
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
@@ -431,13 +478,21 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
     counts, bounds, cands = _workspace(logits, 2 * rows, rows * nchunks, rows * cfg.candidates)
     stride = logits.stride(0)
     grid = (rows, nchunks)
-    return [
+    finish_apart = cfg.finish_warps > 0
+    launches = [
         KernelLaunch(_split_bound_kernel, grid, (logits, lengths, counts, bounds, stride, num_cols, k),
                      dict(CHUNK=cfg.block, GROUP=cfg.group, num_warps=cfg.num_warps)),
         KernelLaunch(_split_collect_kernel, grid,
                      (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k),
-                     dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, num_warps=cfg.collect_warps)),
+                     dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, FINISH=not finish_apart,
+                          num_warps=cfg.collect_warps)),
     ]
+    if finish_apart:
+        launches.append(KernelLaunch(
+            _split_finish_kernel, (rows,),
+            (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k, nchunks),
+            dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, num_warps=cfg.finish_warps)))
+    return launches
 
 
 def _workspace(logits, *sizes):
@@ -456,7 +511,8 @@ def _workspace(logits, *sizes):
 def ragged_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None) -> list[KernelLaunch]:
     """Every launch of one ragged top-k, in order; ``config`` overrides
     :func:`topk_launch_config` (tests, benchmarks)."""
-    cfg = config or topk_launch_config(logits.shape[1] if len(logits.shape) == 2 else 0, k)
+    two_d = len(logits.shape) == 2
+    cfg = config or topk_launch_config(logits.shape[1] if two_d else 0, k, logits.shape[0] if two_d else 1)
     if cfg.path == "split":
         _check_topk(logits, lengths, k, out)
         return _split_launches(logits, lengths, k, out, cfg)
@@ -484,7 +540,7 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
     """The one-program-per-row top-k launch; ``config`` overrides :func:`topk_launch_config`."""
     _check_topk(logits, lengths, k, out)
     rows, num_cols = logits.shape
-    cfg = config or topk_launch_config(num_cols, k)
+    cfg = config or topk_launch_config(num_cols, k, rows)
     if cfg.path == "split":
         raise ValueError("the split path is several launches: use ragged_topk_launches")
     return KernelLaunch(

@@ -92,10 +92,10 @@ def launch_for(cfg: DeploymentConfig, family: str, point: tuple) -> kernels.Kern
             _i32(2, cfg.page_table_width, misalign=4), _i32(3, misalign=4), _i32(rows, misalign=4),
             TensorMeta((rows, width), torch.float32, stride=(stride, 1)), rows, 0, rows, width)
     if family == "topk":
-        width, stride, index = point  # index: which of the top-k's launches
+        width, stride, rows, index = point  # index: which of the top-k's launches
         k = cfg.block_topk
-        return kernels.ragged_topk_launches(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
-                                            _i32(2, misalign=4), k, _i32(2, k, misalign=4))[index]
+        return kernels.ragged_topk_launches(TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
+                                            _i32(rows, misalign=4), k, _i32(rows, k, misalign=4))[index]
     if family == "expand":
         (pos_name,) = point
         return kernels.expand_launch(
@@ -131,21 +131,29 @@ def _topk_points(cfg: DeploymentConfig):
     # Decode scores the full table width (row stride = width). Prefill scores widths in steps of
     # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
     # contract), so one prefill layout per top-k launch config stands for all of its widths.
-    # Every launch of a top-k is a point (the split path makes two).
-    def launches(width, stride, detail):
-        count = len(kernels.ragged_topk_launches(TensorMeta((2, width), torch.float32, stride=(stride, 1)),
-                                                 _i32(2), cfg.block_topk, _i32(2, cfg.block_topk)))
-        for index in range(count):
-            yield ("topk", None, (width, stride, index), detail)
-    yield from launches(cfg.num_columns, cfg.num_columns, "decode layout")
+    # Row counts reach a second variant of a width's launches when a call can have
+    # SPLIT_FINISH_APART_MIN_ROWS rows (decode: requests x query length; prefill: a chunk's rows).
+    # Every launch of a top-k is a point (the split path makes two or three).
+    k = cfg.block_topk
     seen = set()
-    for seq_len in range(1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio):
-        width, stride, _ = kernels.prefill_logits_layout(min(seq_len, cfg.num_columns * cfg.compress_ratio),
-                                                         cfg.compress_ratio, cfg.num_columns, cfg.max_logits_mb)
-        c = kernels.topk_launch_config(width, cfg.block_topk)
-        if c not in seen:
+
+    def launches(width, stride, max_rows, detail):
+        for rows in sorted({1, min(max_rows, kernels.SPLIT_FINISH_APART_MIN_ROWS)}):
+            c = kernels.topk_launch_config(width, k, rows)
+            if c in seen:
+                continue
             seen.add(c)
-            yield from launches(width, stride, f"prefill widths from {width}")
+            count = len(kernels.ragged_topk_launches(TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
+                                                     _i32(rows), k, _i32(rows, k)))
+            for index in range(count):
+                yield ("topk", None, (width, stride, rows, index), f"{detail}, {rows}+ rows")
+    decode_rows = min(cfg.max_num_reqs * cfg.max_decode_query_len, cfg.max_num_batched_tokens)
+    yield from launches(cfg.num_columns, cfg.num_columns, decode_rows, "decode layout")
+    seen.clear()  # the decode layout's stride differs from prefill's: its launches are other variants
+    for seq_len in range(1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio):
+        width, stride, rows_per_chunk = kernels.prefill_logits_layout(
+            min(seq_len, cfg.num_columns * cfg.compress_ratio), cfg.compress_ratio, cfg.num_columns, cfg.max_logits_mb)
+        yield from launches(width, stride, min(rows_per_chunk, cfg.max_num_batched_tokens), f"prefill widths from {width}")
 
 
 def _expand_points(cfg: DeploymentConfig):
@@ -207,7 +215,8 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                     if launch.kernel_name.startswith("_split_"):
                         part = launch.kernel_name.removeprefix("_split_").removesuffix("_kernel")
                         lists = f".n{o['CANDIDATES']}" if "CANDIDATES" in o else ""
-                        spec_id = f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}"
+                        scan_only = ".scan" if o.get("FINISH") is False else ""  # rows finished apart
+                        spec_id = f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
                     else:
                         spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
                 kernel, key = request_key(launch)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from kernels import (SINGLE_PASS_MAX_COLS, SPLIT_MIN_COLS, TopkConfig, ragged_topk, ragged_topk_launch,
+from kernels import (SINGLE_PASS_MAX_COLS, SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MIN_COLS, TopkConfig, ragged_topk, ragged_topk_launch,
                      ragged_topk_launches, topk_launch_config)
 from _helpers import INT_POISON, assert_topk_matches
 
@@ -69,9 +69,11 @@ def test_topk_streaming_path(device):
     (256, 200, 500, False, 1024), (1024, 2500, 1024, True, 2048), (256, 900, 1, False, 1024),
     # candidate lists that overflow: the finishing program streams the row instead
     (256, 3000, 333, True, 16), (512, 2000, 100, False, 16)])
-def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates):
+@pytest.mark.parametrize("finish_warps", [0, 2])
+def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates, finish_warps):
     # the split path's kernels with small chunks: many programs per row, atomics across them,
-    # ties at the threshold spread over chunks, k wider than a chunk, rows of length <= k
+    # ties at the threshold spread over chunks, k wider than a chunk, rows of length <= k;
+    # rows finished by the last collect program of each row, or by a third launch
     gen = torch.Generator().manual_seed(chunk * 7 + k + candidates)
     lengths = _lengths_around(k, width, gen)
     logits = torch.randn(len(lengths), width, generator=gen)
@@ -79,8 +81,9 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates)
         logits = logits.round(decimals=1) - 0.3  # both signs, many equal values
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
     launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out,
-                                    config=TopkConfig("split", chunk, 4, 0, candidates=candidates, collect_warps=4))
-    assert len(launches) == 2
+                                    config=TopkConfig("split", chunk, 4, 0, candidates=candidates, collect_warps=4,
+                                                      finish_warps=finish_warps))
+    assert len(launches) == (3 if finish_warps else 2)
     for launch in launches:
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
@@ -158,6 +161,21 @@ def test_topk_split_candidate_list_sized_from_k(device, k):
     counts = launches[0].args[2][:3].cpu()
     assert (counts >= k).all() and (counts <= cfg.candidates).all(), counts
     assert cfg.group == {512: 8, 1500: 4, 2048: 4}[k], cfg  # 4+ group maxima per needed key of a 32K row
+
+
+def test_topk_rows_choose_where_split_rows_finish():
+    # the row count only moves the finishing step of a split top-k into its own launch
+    few = topk_launch_config(32768, 512, SPLIT_FINISH_APART_MIN_ROWS - 1)
+    many = topk_launch_config(32768, 512, SPLIT_FINISH_APART_MIN_ROWS)
+    assert few.finish_warps == 0 and many.finish_warps > 0
+    assert (few.block, few.candidates, few.group) == (many.block, many.candidates, many.group)
+    assert topk_launch_config(4096, 512, 10 * SPLIT_FINISH_APART_MIN_ROWS) == topk_launch_config(4096, 512)
+    from kernels import TensorMeta
+    for rows, count in ((SPLIT_FINISH_APART_MIN_ROWS - 1, 2), (SPLIT_FINISH_APART_MIN_ROWS, 3)):
+        launches = ragged_topk_launches(TensorMeta((rows, 32768), torch.float32), TensorMeta((rows,), torch.int32),
+                                        512, TensorMeta((rows, 512), torch.int32))
+        assert len(launches) == count
+        assert launches[1].options["FINISH"] == (count == 2)
 
 
 def test_topk_split_path_by_shape_with_views(device):

@@ -1,0 +1,71 @@
+"""Where the split top-k should finish its rows, by row count (GPU; tunes
+``kernels.topk.SPLIT_FINISH_APART_MIN_ROWS`` and ``SPLIT_FINISH_WARPS``).
+
+For rows x 32K float32 logits (uniform, every row full length), k = 512: the dispatched config,
+the collect launch finishing rows itself, and a third finishing launch with 2/4/8 warps, all
+side by side in one run, each in a CUDA graph (GPU time) and eagerly, each checked exact
+against torch.topk. Prints a table and writes JSON. Usage:
+    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+import torch
+
+sys.path.insert(0, ".")
+sys.path.insert(0, "tools")
+from bench_kernels import bench, graph_bench, save  # noqa: E402
+from kernels import ragged_topk_launches, topk_launch_config  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", default="bench_topk_rows.json")
+    parser.add_argument("--rows", default="64,256,512,1024,2048,4096")
+    parser.add_argument("--cols", type=int, default=32768)
+    parser.add_argument("--k", type=int, default=512)
+    args = parser.parse_args()
+    cols, k = args.cols, args.k
+    report = {"gpu": torch.cuda.get_device_name(), "cols": cols, "k": k, "cases": []}
+    for rows in (int(r) for r in args.rows.split(",")):
+        torch.manual_seed(rows)
+        logits = torch.rand(rows, cols, device="cuda")
+        lengths = torch.full((rows,), cols, dtype=torch.int32, device="cuda")
+        out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+        want = torch.topk(logits, k, dim=1).values.sort(dim=1, descending=True).values
+        dispatched = topk_launch_config(cols, k, rows)
+        fused = dataclasses.replace(topk_launch_config(cols, k, 1))
+        configs = [("dispatched", dispatched), ("fused", fused)]
+        configs += [(f"apart.w{w}", dataclasses.replace(fused, finish_warps=w, collect_warps=fused.num_warps))
+                    for w in (2, 4, 8)]
+        torch_ms = graph_bench(lambda: torch.topk(logits, k, dim=1))
+        for name, cfg in configs:
+            launches = ragged_topk_launches(logits, lengths, k, out, config=cfg)
+
+            def run(launches=launches):
+                for launch in launches:
+                    launch.run()
+            out.fill_(-7)
+            graph_ms = graph_bench(run)
+            eager_ms = bench(run)
+            got = logits.gather(1, out.long()).sort(dim=1, descending=True).values
+            case = {"rows": rows, "name": name, "launches": len(launches), "graph_ms": graph_ms, "eager_ms": eager_ms,
+                    "torch_graph_ms": torch_ms, "graph_ratio": graph_ms / torch_ms, "exact": bool(torch.equal(got, want)),
+                    "config": dataclasses.asdict(cfg)}
+            report["cases"].append(case)
+            print(f"{rows:>5} x {cols} {name:>11} ({len(launches)} launches): graph {graph_ms*1e3:8.1f} us "
+                  f"eager {eager_ms*1e3:8.1f} us  torch.topk graph {torch_ms*1e3:8.1f} us "
+                  f"= {graph_ms/torch_ms:.2f}x exact={case['exact']}", flush=True)
+            save(report, args.json)
+        del logits, out, want
+        torch.cuda.empty_cache()
+    save(report, args.json)
+
+
+if __name__ == "__main__":
+    main()
