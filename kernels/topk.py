@@ -47,8 +47,11 @@ SPLIT_MAX_GROUP = 8
 SPLIT_GROUPS_PER_KEY = 4  # group maxima per key a chunk's bound needs, or the bound searches every key
 # From this many rows on, rows are finished by a third launch (one program per row) instead of
 # by the last collect program of each row: the finishing search needs ~4x the registers of the
-# scan, which caps the collect launch's occupancy once it runs in many waves.
-SPLIT_FINISH_APART_MIN_ROWS = 1024
+# scan, which caps the collect launch's occupancy once it runs in many waves. H200, 32K columns,
+# k = 512, CUDA graphs (benchmarks/h200-run9/topk_rows.json): 64 rows 34.5 vs 32.8 us fused (and
+# a third launch's host cost when eager), 256 rows 80.6 vs 84.6, 4096 rows 1041 vs 1189 us;
+# 4 finishing warps beat 2 and 8 at every row count.
+SPLIT_FINISH_APART_MIN_ROWS = 256
 SPLIT_FINISH_WARPS = 4
 
 

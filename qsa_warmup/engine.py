@@ -26,7 +26,7 @@ from . import knobs
 from . import triton_compat as tc
 from .cache import EntryStatus, KernelCache, current_fingerprint
 from .config import DeploymentConfig
-from .planner import Plan, PlannedSpec, build_plan
+from .planner import Plan, PlannedSpec, build_plan, memoized_plan
 
 __all__ = ["BuildReport", "prebuild", "build_spec", "check_plan", "SpecResult"]
 
@@ -164,8 +164,9 @@ def prebuild(cfg: DeploymentConfig, target: str, cache: KernelCache, *, jobs: in
     just these spec ids (the others count as cached: a serving process checked them already)."""
     start = time.perf_counter()
     cache.ensure_dirs()
-    plan = plan or build_plan(cfg, target)
     fp = current_fingerprint(target)
+    # memoized, so a server starting on this cache skips planning (and Triton's binder)
+    plan = plan or memoized_plan(cfg, target, fp.digest, [cache], offline=True)
     cache.write_manifest(cfg, target, fp, [s.id for s in plan.specs])
     lock_timeout = knobs.lock_timeout() if lock_timeout is None else lock_timeout
     results: list[SpecResult] = []

@@ -105,30 +105,6 @@ def set_strict_mode(mode: str) -> None:
             _strict["installed"] = True
 
 
-def _load_plan(cfg, target, fp, offline, caches):
-    """The plan, from a memo written by an earlier start when one matches (config, target,
-    toolchain and the kernels' source), else computed and memoized."""
-    from .cache import _read_json, atomic_write_json
-    from .planner import build_plan, kernels_digest
-
-    name = f"{cfg.geometry_hash()}-{target}-{fp.digest}-{kernels_digest()}.json"
-    for c in caches:
-        memo = _read_json(os.path.join(c.root, "plans", name))
-        if isinstance(memo, list):
-            try:
-                return build_plan(cfg, target, offline=offline, memo=memo)
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("ignoring unusable plan memo %s (%s)", name, exc)
-    plan = build_plan(cfg, target, offline=offline)
-    for c in reversed(caches):  # the writable one is last when the primary is read-only
-        try:
-            atomic_write_json(os.path.join(c.root, "plans", name), plan.to_memo())
-            break
-        except OSError:
-            continue
-    return plan
-
-
 def _cuda_initialized() -> bool:
     try:
         import torch
@@ -254,7 +230,9 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
 
     fp = current_fingerprint(target)
     readable = [c for c in (cache, overlay) if c is not None]
-    plan = _load_plan(cfg, target, fp, gpu is None, readable)
+    from .planner import memoized_plan
+
+    plan = memoized_plan(cfg, target, fp.digest, readable, offline=gpu is None)
     # -- verify what is there; anything not intact is never loaded
     stale = cache.stale_reason(cfg, target, fp)
     rebuild = []
@@ -325,7 +303,8 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
             if spec.id in verified and spec.id not in unverified:
                 folder, entry = verified[spec.id]
                 kernel = tc.load_from_entry(spec.launch, folder, entry["files"], entry.get("hash", ""),
-                                             planned_hash=spec.compile_hash or None)
+                                             planned_hash=spec.compile_hash or None,
+                                             specialization=spec.specialization or None)
                 if kernel is None:
                     warn(f"{spec.id}: Triton's compile hash no longer matches the entry; compiling")
                     unverified.add(spec.id)

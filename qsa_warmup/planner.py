@@ -11,6 +11,8 @@ specialization (alignment, divisibility) is its own.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +22,8 @@ from kernels import TensorMeta
 
 from . import triton_compat as tc
 from .config import DeploymentConfig
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PlannedSpec", "Plan", "build_plan", "launch_for", "kernels_digest", "torch_dtype", "short_dtype"]
 
@@ -46,6 +50,7 @@ class PlannedSpec:
     detail: str = ""
     point: tuple = ()  # the envelope point launch_for() rebuilds the launch from
     compile_hash: str = ""  # Triton's compile hash (source, options, toolchain): what a built entry must match
+    specialization: str = ""  # Triton's binding of the launch (triton_compat.specialization_data)
 
     @property
     def key_digest(self) -> str:
@@ -66,7 +71,8 @@ class Plan:
 
     def to_memo(self) -> list:
         return [{"id": s.id, "family": s.family, "kernel": s.kernel, "point": list(s.point), "key": s.key,
-                 "detail": s.detail, "compile_hash": s.compile_hash} for s in self.specs]
+                 "detail": s.detail, "compile_hash": s.compile_hash, "specialization": s.specialization}
+                for s in self.specs]
 
 
 def _i32(*shape, misalign=0):
@@ -198,7 +204,8 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
     target_name = target or cfg.target
     if memo is not None:
         specs = [PlannedSpec(m["id"], m["family"], m["kernel"], launch_for(cfg, m["family"], tuple(m["point"])),
-                             m["key"], m["detail"], tuple(m["point"]), m["compile_hash"]) for m in memo]
+                             m["key"], m["detail"], tuple(m["point"]), m["compile_hash"], m["specialization"])
+                 for m in memo]
         return Plan(cfg, target_name, specs)
     gpu_target = tc.parse_target(target_name) if offline else None
     specs: list[PlannedSpec] = []
@@ -227,7 +234,34 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                     spec_id = f"{spec_id}.v{ids[spec_id]}"
                 else:
                     ids[spec_id] = 1
-                spec = PlannedSpec(spec_id, family, kernel, launch, key, detail, point, tc.compile_hash_of(launch))
+                spec = PlannedSpec(spec_id, family, kernel, launch, key, detail, point, tc.compile_hash_of(launch),
+                                   tc.specialization_data(launch))
                 seen[(kernel, key)] = spec
                 specs.append(spec)
     return Plan(cfg, target_name, specs)
+
+
+def memoized_plan(cfg: DeploymentConfig, target: str, fingerprint_digest: str, caches, *, offline: bool) -> Plan:
+    """The plan, from a memo in one of ``caches`` (KernelCache, read in order) written by an
+    earlier start or prebuild for the same config, target, toolchain, kernel source and binding
+    knobs; else computed and memoized in the last cache that takes the write (the writable one
+    is last when the primary is read-only). A memo that does not decode is ignored."""
+    from .cache import _read_json, atomic_write_json
+
+    knobs_digest = hashlib.sha256(tc.binding_knobs().encode()).hexdigest()[:8]
+    name = f"{cfg.geometry_hash()}-{target}-{fingerprint_digest}-{kernels_digest()}-{knobs_digest}.json"
+    for c in caches:
+        memo = _read_json(os.path.join(c.root, "plans", name))
+        if isinstance(memo, list):
+            try:
+                return build_plan(cfg, target, offline=offline, memo=memo)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("ignoring unusable plan memo %s (%s)", name, exc)
+    plan = build_plan(cfg, target, offline=offline)
+    for c in reversed(caches):
+        try:
+            atomic_write_json(os.path.join(c.root, "plans", name), plan.to_memo())
+            break
+        except OSError:
+            continue
+    return plan

@@ -587,17 +587,57 @@ def compile_hash_of(launch) -> str:
     return _bind(launch)[4]
 
 
-def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash: str | None = None):
+def specialization_data(launch) -> str:
+    """``launch``'s binding on the active driver (in-memory key, signature, constexprs,
+    attributes, options) in Triton's own serialization (``JITFunction.preload``'s input), so
+    a later process can fill the in-memory cache without calling Triton's binder, whose first
+    call imports ``triton.experimental.gluon`` (80-100 ms on the H200 host)."""
+    from triton.runtime.jit import serialize_specialization_data
+
+    _, key, src, options, _ = _bind(launch, with_hash=False)
+    return serialize_specialization_data(launch.kernel._fn_name, src.signature, src.constants, src.attrs, options,
+                                         key)
+
+
+def _unbound_source(fn, data: str):
+    """(in-memory key, ASTSource) from :func:`specialization_data`, decoded as
+    ``JITFunction.preload`` decodes it."""
+    import triton.language as tl
+    from triton.runtime.jit import convert_to_tuple_if_list
+
+    obj = json.loads(data)
+    if obj["name"] != fn._fn_name:
+        raise ValueError(f"specialization data is for {obj['name']}, not {fn._fn_name}")
+    constexprs = {
+        tuple(k): tl.dtype(v) if tl.dtype.is_dtype(v) else
+        tl.constexpr(v["constexpr"]) if isinstance(v, dict) and "constexpr" in v else v
+        for k, v in zip(obj["constant_keys"], obj["constant_vals"])
+    }
+    attrs = dict(zip(map(tuple, obj["attrs_keys"]), obj["attrs_vals"]))
+    signature = {k: convert_to_tuple_if_list(v) for k, v in obj["signature"].items()}
+    return obj["key"], fn.ASTSource(fn, signature, constexprs, attrs)
+
+
+def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash: str | None = None,
+                    specialization: str | None = None):
     """Put ``launch``'s kernel into its JIT function's in-memory cache straight from a verified
     entry folder, without Triton's ``compile()`` (no group-file lookup, no listener).
 
     ``compile_hash`` is the entry's. ``planned_hash`` is Triton's compile hash for this launch
     as the plan computed it under the current toolchain and kernel source (a plan memo is keyed
-    by both); given, it stands for the current hash, else the hash is computed now. Returns the
-    CompiledKernel (the one already in memory, if any), or None when the current hash is not
-    ``compile_hash``: the caller then takes Triton's normal path."""
-    kernel_cache, key, src, options, current_hash = _bind(launch, with_hash=not planned_hash)
-    current_hash = planned_hash or current_hash
+    by both); given, it stands for the current hash, else the hash is computed now.
+    ``specialization`` (:func:`specialization_data`, memoized with the plan) stands for the
+    binder's work when given with ``planned_hash``. Returns the CompiledKernel (the one already
+    in memory, if any), or None when the current hash is not ``compile_hash``: the caller then
+    takes Triton's normal path."""
+    if planned_hash and specialization:
+        fn = launch.kernel
+        kernel_cache = fn.device_caches[_driver_config.active.get_current_device()][0]
+        key, src = _unbound_source(fn, specialization)
+        current_hash = planned_hash
+    else:
+        kernel_cache, key, src, options, current_hash = _bind(launch, with_hash=not planned_hash)
+        current_hash = planned_hash or current_hash
     kernel = kernel_cache.get(key)
     if kernel is not None:
         return kernel
@@ -611,6 +651,11 @@ def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash:
         return None
     kernel_cache[key] = kernel
     return kernel
+
+
+def binding_knobs() -> str:
+    """Knobs outside the toolchain fingerprint that Triton's binder folds into in-memory keys."""
+    return f"debug={knobs.runtime.debug},instr={knobs.compilation.instrumentation_mode}"
 
 
 def init_handles(kernel) -> None:

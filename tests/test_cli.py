@@ -34,7 +34,7 @@ def copy_of(built, tmp_path):
 def test_plan_default_and_tiny_and_custom(tmp_path):
     default = cli_json("plan")
     fams = [s["family"] for s in default["specs"]]
-    assert (fams.count("decode"), fams.count("prefill"), fams.count("topk"), fams.count("expand")) == (24, 2, 6, 2)
+    assert (fams.count("decode"), fams.count("prefill"), fams.count("topk"), fams.count("expand")) == (24, 2, 8, 2)
     assert [s["id"] for s in cli_json("plan", "--preset", "tiny")["specs"]] == TINY_IDS
     assert cli_json("plan")["specs"] == default["specs"]  # stable ids and keys
     cfg = dict(json.load(open(os.path.join(ROOT, "tests", "data", "small_fp8.json"))))

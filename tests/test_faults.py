@@ -52,6 +52,21 @@ def test_warm_start_loads_everything_and_compiles_nothing(built, tmp_path):
     assert report == {"planned": 5, "loaded": 5, "compiled": 0, "rebuilt": [], "warnings": []}
 
 
+def test_warm_start_after_prebuild_skips_tritons_binder(built, tmp_path):
+    # prebuild memoized the plan with each launch's binding: a fresh process loads every spec
+    # without Triton's binder, whose first call imports triton.experimental.gluon (~80 ms on the
+    # H200); the kernels land under the keys Triton's binder computes (checked in
+    # test_offline_compile.py)
+    p = python(f"""
+        import json, sys
+        import qsa_warmup
+        r = qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path)!r}, target="sm_90")
+        print(json.dumps({{"loaded": r.loaded, "compiled": r.compiled,
+                           "gluon": "triton.experimental.gluon" in sys.modules}}))
+    """)
+    assert last_json(p) == {"loaded": 5, "compiled": 0, "gluon": False}
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_damaged_binary_is_rebuilt_never_loaded(built, tmp_path, damage):
     root = copy_of(built, tmp_path)

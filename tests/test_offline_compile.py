@@ -64,7 +64,14 @@ def test_fast_loader_builds_what_triton_builds(tmp_path):
             loaded = tc.load_from_entry(launch, folder, files, built.hash)
             cache.clear()
             loaded_planned = tc.load_from_entry(launch, folder, files, built.hash, planned_hash=built.hash)
-            print(json.dumps({{"same": same, "attrs_equal": sorted(vars(ref)) == sorted(vars(mine)),
+            cache.clear()
+            data = tc.specialization_data(launch)
+            unbound = tc.load_from_entry(launch, folder, files, built.hash, planned_hash=built.hash,
+                                         specialization=data)
+            unbound_src = all(getattr(unbound.src, a) == getattr(built.src, a)
+                              for a in ("signature", "constants", "attrs", "name"))
+            unbound_key = list(cache) == [key] and unbound.kernel == built.kernel
+            print(json.dumps({{"unbound_src": unbound_src, "unbound_key": unbound_key,"same": same, "attrs_equal": sorted(vars(ref)) == sorted(vars(mine)),
                                "refused": refused is None and refused_planned is None,
                                "key_again": list(cache) == [key], "binary_equal": loaded.kernel == built.kernel,
                                "planned_equal": loaded_planned.kernel == built.kernel}}))
@@ -72,6 +79,8 @@ def test_fast_loader_builds_what_triton_builds(tmp_path):
     r = last_json(p)
     assert r["attrs_equal"] and all(r["same"].values()), r["same"]
     assert r["refused"] and r["key_again"] and r["binary_equal"] and r["planned_equal"]
+    # from the plan's memoized binding (no binder call): same key, same source description
+    assert r["unbound_src"] and r["unbound_key"], r
 
 
 def test_plan_memo_holds_current_compile_hashes():
@@ -89,9 +98,11 @@ def test_plan_memo_holds_current_compile_hashes():
         again = build_plan(cfg, "sm_90", offline=True, memo=memo)
         with tc.active_driver(tc.parse_target("sm_90")):
             now = {s.id: tc.compile_hash_of(s.launch) for s in again.specs}
+            binding = {s.id: tc.specialization_data(s.launch) for s in again.specs}
         print(json.dumps({"n": len(now), "fresh": all(now[s.id] == s.compile_hash for s in fresh.specs),
+                          "bindings": all(binding[s.id] == s.specialization for s in again.specs),
                           "memo": all(now[s.id] == s.compile_hash for s in again.specs),
                           "ids": [s.id for s in fresh.specs] == [s.id for s in again.specs]}))
     """)
     r = last_json(p)
-    assert r["n"] > 10 and r["fresh"] and r["memo"] and r["ids"], r
+    assert r["n"] > 10 and r["fresh"] and r["memo"] and r["ids"] and r["bindings"], r

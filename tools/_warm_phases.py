@@ -1,7 +1,9 @@
 """Where a warm start of the hook spends its time on this machine (GPU or offline target).
 
-Fresh process, kernels imported; prints one JSON line: total, Triton's one-time binder import
-(gluon), and the hook's phases. Usage: python tools/_warm_phases.py CACHE_DIR [--target sm_90]
+Fresh process, kernels imported; prints one JSON line: total, the hook's phases, whether the
+hook imported ``triton.experimental.gluon`` (Triton's binder does on its first call; the hook
+loads memoized bindings without it), and that import's cost when taken after the hook (the
+first launch pays it). Usage: python tools/_warm_phases.py CACHE_DIR [--target sm_90]
 """
 
 import collections
@@ -17,11 +19,8 @@ target = sys.argv[sys.argv.index("--target") + 1] if "--target" in sys.argv else
 if target is None:
     torch.cuda.init()
     torch.empty(1, device="cuda")
-t = time.perf_counter()
-import triton.experimental.gluon  # noqa: E402,F401  (imported by Triton's binder on its first call)
-gluon_s = time.perf_counter() - t
 import qsa_warmup  # noqa: E402
-from qsa_warmup import cache, hook, triton_compat as tc  # noqa: E402
+from qsa_warmup import cache, hook, planner, triton_compat as tc  # noqa: E402
 import triton.compiler.compiler as cc  # noqa: E402
 
 acc = collections.Counter()
@@ -39,7 +38,7 @@ def timed(owner, name, label=None):
     setattr(owner, name, wrapper)
 
 
-for owner, name in ((hook, "_load_plan"), (hook, "current_fingerprint"), (cache.KernelCache, "verify_entry"),
+for owner, name in ((planner, "memoized_plan"), (hook, "current_fingerprint"), (cache.KernelCache, "verify_entry"),
                     (cache.KernelCache, "read_entry"), (tc, "load_from_entry"), (tc, "init_handles"),
                     (tc, "compiled_kernel_from_files")):
     timed(owner, name)
@@ -47,5 +46,9 @@ timed(cc, "compile", "triton_compile")
 t = time.perf_counter()
 report = qsa_warmup.warmup("default", cache_dir=sys.argv[1], target=target)
 total = time.perf_counter() - t
-print(json.dumps({"total_s": total, "gluon_import_s": gluon_s, "loaded": report.loaded, "compiled": report.compiled,
+gluon_by_hook = "triton.experimental.gluon" in sys.modules
+t = time.perf_counter()
+import triton.experimental.gluon  # noqa: E402,F401  (imported by Triton's binder on its first call)
+gluon_s = time.perf_counter() - t
+print(json.dumps({"total_s": total, "gluon_imported_by_hook": gluon_by_hook, "gluon_import_after_s": gluon_s, "loaded": report.loaded, "compiled": report.compiled,
                   "phases_s": dict(acc.most_common())}))

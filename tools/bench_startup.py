@@ -109,8 +109,13 @@ def main():
     r["warm_hook"] = run("hook", args.preset, fresh("h1"))
     r["first_step_triton_lazy_warm"] = run("triton-lazy-step", args.preset, fresh("t1"))
     r["first_step_triton_lazy_cold"] = run("triton-lazy-step", args.preset, fresh("tcold"))
+    r["first_step_triton_warmup_warm"] = run("triton-warmup-step", args.preset, fresh("t1"))
     r["first_step_hook_warm"] = run("hook-step", args.preset, fresh("h1"))
     r["warm_ratio"] = r["warm_hook"]["max_ready_s"] / r["warm_triton_warmup"]["max_ready_s"]
+    # the hook leaves Triton's one-time binder import (gluon) to the first launch: compare start
+    # plus first decode step too, where both sides have paid it
+    r["warm_plus_first_step_ratio"] = (r["first_step_hook_warm"]["max_total_s"]
+                                       / r["first_step_triton_warmup_warm"]["max_total_s"])
     r["coldK_vs_cold1_hook"] = r["coldK_hook"]["max_ready_s"] / r["cold1_hook"]["max_ready_s"]
     with open(args.json, "w") as f:
         json.dump(r, f, indent=1)
@@ -119,7 +124,8 @@ def main():
             print(f"{name:<30} ready {v['max_ready_s']:7.3f} s  total {v['max_total_s']:7.3f} s  procs {v['procs']}  "
                   f"compiles {v['compiles']}  compiles/file loads after ready {v['compiles_after_ready']}/"
                   f"{v['file_loads_after_ready']}")
-    print(f"warm start hook / Triton warmup() = {r['warm_ratio']:.3f} (target <= 0.1); "
+    print(f"warm start hook / Triton warmup() = {r['warm_ratio']:.3f} (target <= 0.1); with the first decode step "
+          f"{r['warm_plus_first_step_ratio']:.3f}; "
           f"cold K={args.procs} / 1 process (hook) = {r['coldK_vs_cold1_hook']:.2f} (target <= 1.2)")
 
 
