@@ -181,8 +181,10 @@ class KernelCache:
     def read_entry(self, cfg, target, fp, spec_id):
         return _read_json(self.entry_path(cfg, target, fp, spec_id))
 
-    def verify_entry(self, entry, spec) -> EntryStatus:
-        """ok / missing / corrupt for one entry against its Triton files (no toolchain check)."""
+    def verify_entry(self, entry, spec, contents: dict | None = None) -> EntryStatus:
+        """ok / missing / corrupt for one entry against its Triton files (no toolchain check).
+        ``contents``, if given, receives each verified file's bytes by path (the loader then
+        reads nothing again, so what it loads is what was checked)."""
         if entry is None:
             return EntryStatus(spec.id, "missing", "not built")
         if entry.get("__unreadable__") or "files" not in entry:
@@ -196,12 +198,19 @@ class KernelCache:
             return EntryStatus(spec.id, "missing", f"triton/{entry['folder']} is gone")
         if not tc.group_file_paths(folder):
             return EntryStatus(spec.id, "corrupt", f"triton/{entry['folder']}: group file missing")
+        read = {}
         for name, digest in entry["files"].items():
             path = os.path.join(folder, name)
-            if not os.path.isfile(path):
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 return EntryStatus(spec.id, "corrupt", f"{name} missing")
-            if sha256_file(path) != digest:
+            if hashlib.sha256(data).hexdigest() != digest:
                 return EntryStatus(spec.id, "corrupt", f"{name} checksum mismatch")
+            read[path] = data
+        if contents is not None:
+            contents.update(read)
         return EntryStatus(spec.id, "ok", extra={"shared": entry.get("shared"), "threads": entry.get("threads")})
 
     def loadable(self, entry, target: str) -> EntryStatus | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -47,9 +48,7 @@ class DeploymentConfig:
 
     def geometry_hash(self) -> str:
         """Identity of what the plan depends on (the target is keyed separately)."""
-        d = self.to_dict()
-        d.pop("target")
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+        return _geometry_hash(self)
 
     @classmethod
     def from_dict(cls, data: dict, *, source: str = "config") -> "DeploymentConfig":
@@ -127,3 +126,10 @@ def load_config(path: str | None = None, preset: str | None = None) -> Deploymen
     if name not in PRESETS:
         raise ConfigError("--preset", f"unknown preset {name!r} (known: {', '.join(PRESETS)})")
     return DeploymentConfig.from_dict(PRESETS[name], source=f"preset {name}")
+
+
+@functools.lru_cache(maxsize=64)  # every cache path names it: once per config, not per entry
+def _geometry_hash(cfg: DeploymentConfig) -> str:
+    d = cfg.to_dict()
+    d.pop("target")
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -26,7 +26,7 @@ from . import knobs
 from . import triton_compat as tc
 from .cache import EntryStatus, KernelCache, current_fingerprint
 from .config import DeploymentConfig
-from .planner import Plan, PlannedSpec, build_plan, memoized_plan
+from .planner import Plan, PlannedSpec, build_plan, memoized_plan, settle_kernel_hashes
 
 __all__ = ["BuildReport", "prebuild", "build_spec", "check_plan", "SpecResult"]
 
@@ -97,6 +97,7 @@ def build_spec(cache: KernelCache, cfg: DeploymentConfig, target: str, fp, spec:
         # No verified entry: Triton's own files for this kernel (if any) are unverified, so
         # compile afresh rather than take them; the entry then records what was just built.
         with tc.forced_compile():
+            settle_kernel_hashes()  # the entry's hash must be the plan's, whatever compiled first here
             compiled = spec.launch.warmup()
         cache.record_entry(cfg, target, fp, spec, compiled)
         return SpecResult(spec.id, "compiled", time.perf_counter() - start)

@@ -237,11 +237,12 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     stale = cache.stale_reason(cfg, target, fp)
     rebuild = []
     verified: dict[str, tuple[str, dict]] = {}  # spec id -> (entry folder, entry) that passed checksums
+    contents: dict[str, bytes] = {}  # the bytes those checksums were taken of, which are what is loaded
     for spec in plan.specs:
         states = []
         for c in readable:
             entry = c.read_entry(cfg, target, fp, spec.id)
-            status = c.verify_entry(entry, spec)
+            status = c.verify_entry(entry, spec, contents)
             states.append(status)
             if status.state == "ok":
                 verified[spec.id] = (os.path.join(c.triton_dir, entry["folder"]), entry)
@@ -304,13 +305,16 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
                 folder, entry = verified[spec.id]
                 kernel = tc.load_from_entry(spec.launch, folder, entry["files"], entry.get("hash", ""),
                                              planned_hash=spec.compile_hash or None,
-                                             specialization=spec.specialization or None)
+                                             specialization=spec.specialization or None, contents=contents)
                 if kernel is None:
                     warn(f"{spec.id}: Triton's compile hash no longer matches the entry; compiling")
                     unverified.add(spec.id)
                 else:
                     hits.append(spec.kernel)
             if kernel is None:
+                from .planner import settle_kernel_hashes
+
+                settle_kernel_hashes()  # so what this writes is what the next start's plan expects
                 with tc.forced_compile(spec.id in unverified):
                     kernel = spec.launch.warmup()
             if gpu is not None:

@@ -193,6 +193,17 @@ def kernels_digest() -> str:
     return h.hexdigest()[:16]
 
 
+def settle_kernel_hashes() -> None:
+    """Triton's source hashes of every JIT function in ``kernels``, made independent of the order
+    this process hashes them in (see triton_compat.settle_kernel_hashes); before any compile
+    hash is computed or a kernel compiled."""
+    import sys
+
+    fns = [v for name, mod in sorted(sys.modules.items())
+           if name == "kernels" or name.startswith("kernels.") for v in vars(mod).values() if tc.is_jit_function(v)]
+    tc.settle_kernel_hashes(list({id(f): f for f in fns}.values()))
+
+
 def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: bool = True,
                memo: list | None = None) -> Plan:
     """The plan for ``cfg`` on ``target`` (default: the config's). Needs compiled-mode Triton.
@@ -208,6 +219,7 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                  for m in memo]
         return Plan(cfg, target_name, specs)
     gpu_target = tc.parse_target(target_name) if offline else None
+    settle_kernel_hashes()
     specs: list[PlannedSpec] = []
     seen: dict[tuple[str, str], PlannedSpec] = {}
     ids: dict[str, int] = {}

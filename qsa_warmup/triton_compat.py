@@ -484,8 +484,11 @@ def install_memoized_toolchain_identity(memo_dir: str) -> None:
 
     @functools.lru_cache()
     def ptxas_version_memo(arch: int = 80):
-        tool = nv_compiler.get_ptxas(arch).path
-        return memo(f"ptxas{arch}", _stat_identity([tool]), lambda: original_ptxas(arch))
+        # the files Triton may pick ptxas from (its knob's path, then the bundled binary),
+        # found without running ptxas as get_ptxas() does (a subprocess: ms on a warm start)
+        tool = type(knobs.nvidia).__dict__["ptxas_blackwell" if arch >= 100 else "ptxas"]
+        paths = [p for p in (knobs.getenv(tool.key), tool.default_path) if p and os.path.exists(p)]
+        return memo(f"ptxas{arch}", _stat_identity(paths), lambda: original_ptxas(arch))
 
     triton_key_memo._qsa_memo = True
     runtime_cache.triton_key = triton_key_memo
@@ -522,15 +525,23 @@ def _backend_for(target: GPUTarget):
     return make_backend(target)
 
 
-def compiled_kernel_from_files(src, metadata_group: dict, compile_hash: str):
+def compiled_kernel_from_files(src, metadata_group: dict, compile_hash: str, contents: dict | None = None):
     """What ``CompiledKernel(src, metadata_group, hash)`` builds, with the metadata class and the
     backend made once per field set / target instead of once per kernel (a third of the warm
     load time). ``tests/test_offline_compile.py`` checks it equals Triton's constructor."""
     from triton.compiler.compiler import AsmDict, CompiledKernel
 
+    contents = contents or {}
+
+    def read(path):  # bytes already read (and verified) by the caller, else from the file
+        data = contents.get(path)
+        if data is None:
+            with open(path, "rb") as f:
+                data = f.read()
+        return data
+
     metadata_path = next(p for name, p in metadata_group.items() if name.endswith(".json"))
-    with open(metadata_path) as f:
-        metadata = json.load(f)
+    metadata = json.loads(read(metadata_path))
     t = metadata["target"]
     metadata["target"] = GPUTarget(t["backend"], t["arch"], t["warp_size"])
     kernel = CompiledKernel.__new__(CompiledKernel)
@@ -545,8 +556,8 @@ def compiled_kernel_from_files(src, metadata_group: dict, compile_hash: str):
         if name.endswith(".json"):
             continue
         ext = os.path.splitext(name)[1][1:]
-        with open(path, "rb" if ext == backend.binary_ext else "r") as f:
-            asm[ext] = f.read()
+        data = read(path)
+        asm[ext] = data if ext == backend.binary_ext else data.decode()
     kernel.asm = asm
     kernel.metadata_group = metadata_group
     kernel.kernel = asm[backend.binary_ext]
@@ -587,6 +598,36 @@ def compile_hash_of(launch) -> str:
     return _bind(launch)[4]
 
 
+_settled: set = set()
+
+
+def settle_kernel_hashes(fns) -> None:
+    """Make Triton's source hashes of ``fns`` (every JIT function of a package, helpers
+    included) independent of which of them this process hashed first.
+
+    ``JITFunction.cache_key`` folds in the constexpr globals of the helpers a kernel calls only
+    when those helpers were hashed before it (``DependenciesFinder._update_hash`` merges a
+    callee's ``used_global_vals`` before computing the callee's key), so one kernel can hash
+    differently in two processes (seen: a prebuild's entry refused at a server's start).
+    Recomputing every key until none changes gives each key all of its helpers' globals,
+    whatever hashed first. Once per process for a given set of functions."""
+    fns = [fn for fn in fns if is_jit_function(fn)]
+    ident = frozenset(id(fn) for fn in fns)
+    if ident in _settled:
+        return
+    previous = None
+    for _ in range(16):  # call depth bounds the passes
+        for fn in fns:
+            fn.hash = None
+        current = [fn.cache_key for fn in fns]
+        if current == previous:
+            break
+        previous = current
+    else:
+        raise RuntimeError("Triton's kernel hashes did not settle")
+    _settled.add(ident)
+
+
 def specialization_data(launch) -> str:
     """``launch``'s binding on the active driver (in-memory key, signature, constexprs,
     attributes, options) in Triton's own serialization (``JITFunction.preload``'s input), so
@@ -619,7 +660,7 @@ def _unbound_source(fn, data: str):
 
 
 def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash: str | None = None,
-                    specialization: str | None = None):
+                    specialization: str | None = None, contents: dict | None = None):
     """Put ``launch``'s kernel into its JIT function's in-memory cache straight from a verified
     entry folder, without Triton's ``compile()`` (no group-file lookup, no listener).
 
@@ -627,7 +668,8 @@ def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash:
     as the plan computed it under the current toolchain and kernel source (a plan memo is keyed
     by both); given, it stands for the current hash, else the hash is computed now.
     ``specialization`` (:func:`specialization_data`, memoized with the plan) stands for the
-    binder's work when given with ``planned_hash``. Returns the CompiledKernel (the one already
+    binder's work when given with ``planned_hash``. ``contents``: file bytes by path, as the
+    caller verified them. Returns the CompiledKernel (the one already
     in memory, if any), or None when the current hash is not ``compile_hash``: the caller then
     takes Triton's normal path."""
     if planned_hash and specialization:
@@ -646,7 +688,7 @@ def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash:
     group = {name: os.path.join(folder, name) for name in files if not name.startswith("__grp__")}
     if not any(name.endswith(".json") for name in group):
         return None
-    kernel = compiled_kernel_from_files(src, group, compile_hash)
+    kernel = compiled_kernel_from_files(src, group, compile_hash, contents)
     if getattr(kernel.metadata, "hash", compile_hash) != compile_hash:
         return None
     kernel_cache[key] = kernel

@@ -106,3 +106,26 @@ def test_plan_memo_holds_current_compile_hashes():
     """)
     r = last_json(p)
     assert r["n"] > 10 and r["fresh"] and r["memo"] and r["ids"] and r["bindings"], r
+
+
+@pytest.mark.parametrize("first", ["_split_finish_kernel", "_ragged_topk_kernel", "_split_collect_kernel"])
+def test_compile_hashes_do_not_depend_on_what_hashed_first(first):
+    """Triton folds a helper's constexpr globals into a caller's source hash only when the helper
+    was hashed first (in 3.6), so a server that touched one kernel before warmup, or a worker that
+    compiled another spec first, computed other hashes than the prebuild and refused its entries.
+    The planner settles every kernel's hash first; whatever hashed first, the plan is the same."""
+    code = """
+        import json, sys
+        import kernels
+        from kernels import topk
+        FIRST = {first!r}
+        if FIRST:
+            getattr(topk, FIRST).cache_key
+        from qsa_warmup.config import load_config
+        from qsa_warmup.planner import build_plan
+        plan = build_plan(load_config(preset="default"), "sm_90", offline=True)
+        print(json.dumps({{s.id: s.compile_hash for s in plan.specs}}))
+    """
+    plain = last_json(python(code.format(first="")))
+    touched = last_json(python(code.format(first=first)))
+    assert len(plain) > 10 and touched == plain
