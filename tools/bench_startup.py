@@ -6,6 +6,10 @@ server has), timing from there:
 - cold start, 1 process and K processes on one cold cache: wall and total compiles;
 - warm start of the whole plan in a fresh process;
 - time to the first completed decode step after start (64 requests, dql 1).
+
+Children write and reuse Python bytecode (one shared PYTHONPYCACHEPREFIX, whatever
+PYTHONDONTWRITEBYTECODE says), as an installed server has it: both sides then import Triton's
+lazily imported modules and ours from bytecode after the cold runs, not from source.
 """
 
 from __future__ import annotations
@@ -73,8 +77,13 @@ print(json.dumps({"mode": mode, "ready_s": ready, "total_s": total, "compiles": 
 """
 
 
+PYCACHE = os.path.join(tempfile.gettempdir(), "qsa-bench-startup-pycache")
+
+
 def run(mode, preset, cache, procs=1):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = PYCACHE
     env.pop("QSA_WARMUP_CACHE_DIR", None)
     if mode.startswith("triton"):
         env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
