@@ -6,7 +6,7 @@ Keys: each float32 maps to an integer key with the same order. One program per r
 4-bit digit histograms), then write every column whose key is above it plus the lowest-indexed
 columns equal to it, compacted with a prefix sum; rows up to ``SINGLE_PASS_MAX_COLS`` stay in
 registers (``single``), wider ones stream (``streaming``). Wider rows take the ``split`` path
-(two launches, described above ``_split_bound_kernel``): many programs per row bound the
+(two or three launches, described above ``_split_bound_kernel``): many programs per row bound the
 k-th largest key from below and gather the few columns above the bound; the last of a row's
 programs then selects among those candidates, or, for calls of many rows, a third launch of one
 program per row does.
