@@ -12,8 +12,7 @@ from .expand import ExpandConfig, expand_launch, expand_launch_config, expand_qs
 from .prefill import (DEFAULT_MAX_LOGITS_MB, SHARED_MEMORY_BUDGET, PrefillConfig, prefill_launch_config,
                       prefill_logits_layout, prefill_scores_launch, qsa_select_paged_prefill)
 from .topk import (SINGLE_PASS_MAX_COLS, SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MIN_COLS, TopkConfig, ragged_topk,
-                   ragged_topk_launch,
-                   ragged_topk_launches, topk_launch_config)
+                   ragged_topk_launch, ragged_topk_launches, topk_launch_config)
 
 __all__ = [
     "qsa_select_paged_decode", "qsa_select_paged_prefill", "expand_qsa_block_indices", "ragged_topk",
@@ -23,5 +22,6 @@ __all__ = [
     "topk_launch_config", "expand_launch_config",
     "decode_scores_launch", "prefill_scores_launch", "ragged_topk_launch", "ragged_topk_launches", "expand_launch",
     "DecodeConfig", "PrefillConfig", "TopkConfig", "ExpandConfig", "KernelLaunch", "TensorMeta", "interpreting",
-    "DEFAULT_MAX_LOGITS_MB", "SHARED_MEMORY_BUDGET", "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS", "SPLIT_FINISH_APART_MIN_ROWS", "POSITION_DTYPES",
+    "DEFAULT_MAX_LOGITS_MB", "SHARED_MEMORY_BUDGET", "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS",
+    "SPLIT_FINISH_APART_MIN_ROWS", "POSITION_DTYPES",
 ]

@@ -159,7 +159,8 @@ def _topk_points(cfg: DeploymentConfig):
     for seq_len in range(1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio):
         width, stride, rows_per_chunk = kernels.prefill_logits_layout(
             min(seq_len, cfg.num_columns * cfg.compress_ratio), cfg.compress_ratio, cfg.num_columns, cfg.max_logits_mb)
-        yield from launches(width, stride, min(rows_per_chunk, cfg.max_num_batched_tokens), f"prefill widths from {width}")
+        yield from launches(width, stride, min(rows_per_chunk, cfg.max_num_batched_tokens),
+                            f"prefill widths from {width}")
 
 
 def _expand_points(cfg: DeploymentConfig):
