@@ -9,7 +9,7 @@ import os
 
 from .errors import ConfigError
 
-__all__ = ["cache_dir", "strict_mode", "lock_timeout", "jobs", "interpreter_requested", "CACHE_DIR_ENV",
+__all__ = ["cache_dir", "strict_mode", "lock_timeout", "jobs", "interpreter_requested", "ld_library_path", "CACHE_DIR_ENV",
            "STRICT_ENV", "LOCK_TIMEOUT_ENV", "JOBS_ENV", "STRICT_MODES"]
 
 CACHE_DIR_ENV = "QSA_WARMUP_CACHE_DIR"
@@ -59,6 +59,11 @@ def jobs() -> int:
     if n < 1:
         raise ConfigError(JOBS_ENV, f"must be >= 1, got {n}")
     return n
+
+
+def ld_library_path() -> str:
+    """The dynamic linker's search path: part of the identity of Triton's libcuda lookup."""
+    return os.environ.get("LD_LIBRARY_PATH", "")
 
 
 def interpreter_requested() -> bool:

@@ -39,7 +39,7 @@ __all__ = [
     "toolchain_parts", "triton_cache_dir", "use_triton_cache_dir", "compilation_listener", "RelocatingCacheManager",
     "group_file_paths", "repointed_group", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
     "make_layered_manager", "install_cache_manager", "store_binaries_only", "install_memoized_toolchain_identity",
-    "device_context", "init_handles", "install_jit_cache_hook", "forced_compile", "load_from_entry", "compiled_kernel_from_files", "compile_hash_of",
+    "device_context", "init_handles", "share_launcher_modules", "install_jit_cache_hook", "forced_compile", "load_from_entry", "compiled_kernel_from_files", "compile_hash_of",
 ]
 
 _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
@@ -439,8 +439,8 @@ def _triton_key_inputs() -> list[str]:
     return files
 
 
-def _stat_identity(paths) -> str:
-    h = hashlib.sha256(triton.__version__.encode())
+def _stat_identity(paths, extra: str = "") -> str:
+    h = hashlib.sha256(f"{triton.__version__}\0{extra}".encode())
     for path in sorted(paths):
         st = os.stat(path)
         h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode())
@@ -448,17 +448,28 @@ def _stat_identity(paths) -> str:
 
 
 def install_memoized_toolchain_identity(memo_dir: str) -> None:
-    """Make ``triton_key()`` (which hashes the whole 400 MB libtriton) and the ptxas version
-    (a subprocess) cheap on a warm start: remember them in ``memo_dir`` under the size, mtime,
-    ctime and inode of every file they are computed from. Any change to one of those files,
-    e.g. another Triton build, recomputes them in full; so a key is never reused across
-    toolchains."""
+    """Make what Triton recomputes in every fresh process cheap on a warm start, by remembering
+    it in ``memo_dir`` under the size, mtime, ctime and inode of every file it is computed from:
+    ``triton_key()`` (hashes the whole 400 MB libtriton), the ptxas version (a subprocess), the
+    platform key of its C-module cache (``platform.architecture()`` runs ``file`` on the
+    interpreter: 12 ms on the H200 host) and the libcuda folders (``ldconfig -p``). Any change to
+    one of those files, e.g. another Triton build, recomputes the value in full; so a key is
+    never reused across toolchains. Install before Triton's driver starts (its utils module
+    asks for the last two)."""
+    import platform
+    import shutil
+
+    import triton.runtime.build as runtime_build
     import triton.runtime.cache as runtime_cache
     from triton.backends.nvidia import compiler as nv_compiler
+    from triton.backends.nvidia import driver as nv_driver
+
+    from . import knobs as qsa_knobs
 
     if getattr(runtime_cache.triton_key, "_qsa_memo", False):
         return
     original_key, original_ptxas = runtime_cache.triton_key, nv_compiler.get_ptxas_version
+    original_platform_key, original_libcuda_dirs = runtime_build.platform_key, nv_driver.libcuda_dirs
 
     def memo(name, identity, compute):
         path = os.path.join(memo_dir, f"{name}-{identity[:32]}.json")
@@ -490,9 +501,31 @@ def install_memoized_toolchain_identity(memo_dir: str) -> None:
         paths = [p for p in (knobs.getenv(tool.key), tool.default_path) if p and os.path.exists(p)]
         return memo(f"ptxas{arch}", _stat_identity(paths), lambda: original_ptxas(arch))
 
+    @functools.lru_cache()
+    def platform_key_memo():
+        # machine() and system() are uname (cheap); architecture() is `file` on the interpreter
+        # found on PATH (no `file`: other defaults), so both files are the identity
+        tool = shutil.which("file")
+        paths = [p for p in (os.path.realpath(sys.executable), tool) if p]
+        extra = f"{sys.executable}|{tool}|{platform.machine()}|{platform.system()}"
+        return memo("platform_key", _stat_identity(paths, extra), original_platform_key)
+
+    @functools.lru_cache()
+    def libcuda_dirs_memo():
+        if knobs.nvidia.libcuda_path:  # Triton takes it as given, with no subprocess
+            return original_libcuda_dirs()
+        # ldconfig -p prints the linker cache; LD_LIBRARY_PATH is Triton's fallback
+        paths = [p for p in ("/etc/ld.so.cache", "/sbin/ldconfig") if os.path.exists(p)]
+        dirs = memo("libcuda_dirs", _stat_identity(paths, qsa_knobs.ld_library_path()), original_libcuda_dirs)
+        if not any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in dirs):
+            return original_libcuda_dirs()  # moved since: Triton's own lookup (and its message)
+        return dirs
+
     triton_key_memo._qsa_memo = True
     runtime_cache.triton_key = triton_key_memo
     nv_compiler.get_ptxas_version = ptxas_version_memo
+    runtime_build.platform_key = platform_key_memo
+    nv_driver.libcuda_dirs = libcuda_dirs_memo
     globals()["triton_key"] = triton_key_memo
 
 
@@ -698,6 +731,33 @@ def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash:
 def binding_knobs() -> str:
     """Knobs outside the toolchain fingerprint that Triton's binder folds into in-memory keys."""
     return f"debug={knobs.runtime.debug},instr={knobs.compilation.instrumentation_mode}"
+
+
+_c_modules: dict = {}
+
+
+def share_launcher_modules() -> None:
+    """Load each distinct C launcher module once per process. Triton makes one launcher per
+    kernel from its signature and loads it from the file cache each time (source hash, file
+    lookup, module init); the default plan's 36 kernels have 7 distinct launchers. The module
+    is what Triton would load from the same file, so sharing it changes nothing else."""
+    from triton.backends.nvidia import driver as nv_driver
+
+    original = nv_driver.compile_module_from_src
+    if getattr(original, "_qsa_shared", False):
+        return
+
+    def shared(src, name, library_dirs=None, include_dirs=None, libraries=None, ccflags=None):
+        key = (src, name, *(tuple(v or ()) for v in (library_dirs, include_dirs, libraries, ccflags)))
+        module = _c_modules.get(key)
+        if module is None:
+            module = original(src=src, name=name, library_dirs=library_dirs, include_dirs=include_dirs,
+                              libraries=libraries, ccflags=ccflags)
+            _c_modules[key] = module
+        return module
+
+    shared._qsa_shared = True
+    nv_driver.compile_module_from_src = shared
 
 
 def init_handles(kernel) -> None:

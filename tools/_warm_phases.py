@@ -3,11 +3,14 @@
 Fresh process, kernels imported; prints one JSON line: total, the hook's phases, whether the
 hook imported ``triton.experimental.gluon`` (Triton's binder does on its first call; the hook
 loads memoized bindings without it), and that import's cost when taken after the hook (the
-first launch pays it). Usage: python tools/_warm_phases.py CACHE_DIR [--target sm_90]
+first launch pays it). ``--profile FILE`` also writes the hook's cProfile (by own and by
+cumulative time) to FILE. Usage: python tools/_warm_phases.py CACHE_DIR [--target sm_90] [--profile FILE]
 """
 
 import collections
+import cProfile
 import json
+import pstats
 import sys
 import time
 
@@ -22,6 +25,7 @@ if target is None:
 import qsa_warmup  # noqa: E402
 from qsa_warmup import cache, hook, planner, triton_compat as tc  # noqa: E402
 import triton.compiler.compiler as cc  # noqa: E402
+import triton.backends.nvidia.driver as nv_driver  # noqa: E402
 
 acc = collections.Counter()
 
@@ -43,9 +47,21 @@ for owner, name in ((planner, "memoized_plan"), (hook, "current_fingerprint"), (
                     (tc, "compiled_kernel_from_files")):
     timed(owner, name)
 timed(cc, "compile", "triton_compile")
+timed(tc, "current_gpu_target")  # Triton's driver starts here (its utils module loads)
+timed(nv_driver, "compile_module_from_src", "c_module_loads")  # launchers and utils, from the cache
+profile_path = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else None
+profiler = cProfile.Profile() if profile_path else None
 t = time.perf_counter()
+if profiler:
+    profiler.enable()
 report = qsa_warmup.warmup("default", cache_dir=sys.argv[1], target=target)
+if profiler:
+    profiler.disable()
 total = time.perf_counter() - t
+if profiler:
+    with open(profile_path, "w") as f:
+        for order in ("tottime", "cumulative"):
+            pstats.Stats(profiler, stream=f).sort_stats(order).print_stats(40)
 gluon_by_hook = "triton.experimental.gluon" in sys.modules
 t = time.perf_counter()
 import triton.experimental.gluon  # noqa: E402,F401  (imported by Triton's binder on its first call)

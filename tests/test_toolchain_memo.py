@@ -1,0 +1,100 @@
+"""What the warm start keeps from redoing what Triton redoes in every fresh process: the memo of
+triton_key, the ptxas version, the C-module platform key and the libcuda folders (equal to
+Triton's own values, read back without the work they stand for, recomputed when what they were
+taken of changes), and one load per distinct C launcher module."""
+
+import os
+
+from _subproc import child_env, last_json, python
+
+INSTALL = """
+import json, os, subprocess, sys
+import triton.runtime.build as build
+import triton.runtime.cache as rc
+from triton.backends.nvidia import compiler as nvc
+from triton.backends.nvidia import driver as nvd
+from qsa_warmup import triton_compat as tc
+memo_dir = {memo!r}
+original = {{"triton_key": rc.triton_key, "ptxas": nvc.get_ptxas_version, "platform_key": build.platform_key}}
+"""
+
+
+def test_memoized_values_equal_tritons_and_are_read_back_without_the_work(tmp_path):
+    memo = str(tmp_path / "memo")
+    first = last_json(python(INSTALL.format(memo=memo) + """
+tc.install_memoized_toolchain_identity(memo_dir)
+print(json.dumps({
+    "key": rc.triton_key() == original["triton_key"](),
+    "ptxas": nvc.get_ptxas_version(90) == original["ptxas"](90),
+    "platform": build.platform_key() == original["platform_key"](),
+    "value": build.platform_key()}))
+"""))
+    assert first["key"] and first["ptxas"] and first["platform"], first
+    assert {n.split("-")[0] for n in os.listdir(memo)} >= {"triton_key", "ptxas90", "platform_key"}
+    # a second process gets the same values with every subprocess and the libtriton hash forbidden
+    second = last_json(python(INSTALL.format(memo=memo) + """
+def forbidden(*a, **k):
+    raise AssertionError("recomputed instead of read from the memo")
+subprocess.check_output = subprocess.run = forbidden
+rc.triton_key = forbidden
+tc.install_memoized_toolchain_identity(memo_dir)
+print(json.dumps({"value": build.platform_key(), "ptxas": nvc.get_ptxas_version(90), "key": len(rc.triton_key())}))
+"""))
+    assert second["value"] == first["value"] and second["key"] > 0
+
+
+def test_libcuda_folders_are_memoized_and_rechecked(tmp_path):
+    memo, libs = str(tmp_path / "memo"), tmp_path / "cuda-libs"
+    libs.mkdir()
+    (libs / "libcuda.so.1").write_bytes(b"")
+    code = INSTALL.format(memo=memo) + """
+calls = []
+def lookup():  # stands for Triton's `ldconfig -p` lookup
+    calls.append(1)
+    return [{libs!r}]
+nvd.libcuda_dirs = lookup
+tc.install_memoized_toolchain_identity(memo_dir)
+print(json.dumps({{"dirs": nvd.libcuda_dirs(), "lookups": len(calls)}}))
+""".format(libs=str(libs))
+    assert last_json(python(code)) == {"dirs": [str(libs)], "lookups": 1}
+    assert last_json(python(code)) == {"dirs": [str(libs)], "lookups": 0}  # read back
+    env = child_env(LD_LIBRARY_PATH=str(tmp_path))
+    assert last_json(python(code, env=env))["lookups"] == 1  # Triton's fallback path changed
+    (libs / "libcuda.so.1").unlink()
+    assert last_json(python(code))["lookups"] == 1  # the memoized folder lost libcuda: look again
+
+
+def test_stat_identity_follows_the_files(tmp_path):
+    out = last_json(python(f"""
+import json, os
+from qsa_warmup import triton_compat as tc
+path = {str(tmp_path / "f")!r}
+open(path, "w").write("a")
+first = tc._stat_identity([path])
+same = tc._stat_identity([path])
+os.utime(path, ns=(1, 1))
+touched = tc._stat_identity([path])
+print(json.dumps([first == same, first != touched, tc._stat_identity([path], "x") != touched]))
+"""))
+    assert out == [True, True, True]
+
+
+def test_each_distinct_launcher_module_is_loaded_once():
+    out = last_json(python("""
+import json
+from triton.backends.nvidia import driver as nvd
+from qsa_warmup import triton_compat as tc
+loads = []
+def load(src, name, library_dirs=None, include_dirs=None, libraries=None, ccflags=None):
+    loads.append(src)
+    return object()
+nvd.compile_module_from_src = load
+tc.share_launcher_modules()
+tc.share_launcher_modules()  # idempotent: still one layer
+a = nvd.compile_module_from_src(src="A", name="__triton_launcher", library_dirs=["x"])
+again = nvd.compile_module_from_src(src="A", name="__triton_launcher", library_dirs=["x"])
+b = nvd.compile_module_from_src(src="B", name="__triton_launcher", library_dirs=["x"])
+other_dirs = nvd.compile_module_from_src(src="A", name="__triton_launcher", library_dirs=["y"])
+print(json.dumps({"loads": loads, "same": a is again, "distinct": len({id(a), id(b), id(other_dirs)})}))
+"""))
+    assert out == {"loads": ["A", "B", "A"], "same": True, "distinct": 3}
