@@ -314,7 +314,7 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     # hash must equal the plan's, which the plan computed, or memoized under the toolchain's
     # fingerprint and the kernels' source digest); anything else takes
     # Triton's compile(), forced to build afresh unless the entry was verified.
-    hits, misses = [], []
+    hits, misses, ready = [], [], []
     offline_target = None if gpu is not None else tc.parse_target(target)
     if gpu is not None:
         tc.share_launcher_modules()
@@ -338,7 +338,12 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
                 settle_kernel_hashes()  # so what this writes is what the next start's plan expects
                 with tc.forced_compile(spec.id in unverified):
                     kernel = spec.launch.warmup()
-            if gpu is not None:
+            ready.append((spec, kernel))
+        if gpu is not None:
+            # Triton's C launcher of each kernel: a C compiler run each where the cache has none
+            # (a cold cache, or one prebuilt offline); build the distinct ones at once
+            tc.prepare_launchers([kernel for _, kernel in ready], jobs or knobs.jobs())
+            for spec, kernel in ready:
                 try:
                     tc.init_handles(kernel)
                 except Exception as exc:  # e.g. out of shared memory: the launch would fail the same way

@@ -39,7 +39,7 @@ __all__ = [
     "toolchain_parts", "triton_cache_dir", "use_triton_cache_dir", "compilation_listener", "RelocatingCacheManager",
     "group_file_paths", "repointed_group", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
     "make_layered_manager", "install_cache_manager", "store_binaries_only", "install_memoized_toolchain_identity",
-    "device_context", "init_handles", "share_launcher_modules", "install_jit_cache_hook", "forced_compile", "load_from_entry", "compiled_kernel_from_files", "compile_hash_of",
+    "device_context", "init_handles", "share_launcher_modules", "prepare_launchers", "install_jit_cache_hook", "forced_compile", "load_from_entry", "compiled_kernel_from_files", "compile_hash_of",
 ]
 
 _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
@@ -734,16 +734,18 @@ def binding_knobs() -> str:
 
 
 _c_modules: dict = {}
+_launcher_sources: dict = {}
 
 
 def share_launcher_modules() -> None:
-    """Load each distinct C launcher module once per process. Triton makes one launcher per
-    kernel from its signature and loads it from the file cache each time (source hash, file
-    lookup, module init); the default plan's 36 kernels have 7 distinct launchers. The module
-    is what Triton would load from the same file, so sharing it changes nothing else."""
+    """Make each distinct C launcher once per process. Triton makes one launcher per kernel:
+    it generates its C source from the signature, then loads the module from the file cache
+    (source hash, file lookup, module init); the default plan's 36 kernels have 7 distinct
+    launchers. The module is what Triton would load from the same file, and a source is
+    reused only for equal arguments, so sharing changes nothing else."""
     from triton.backends.nvidia import driver as nv_driver
 
-    original = nv_driver.compile_module_from_src
+    original, original_source = nv_driver.compile_module_from_src, nv_driver.make_launcher
     if getattr(original, "_qsa_shared", False):
         return
 
@@ -756,8 +758,74 @@ def share_launcher_modules() -> None:
             _c_modules[key] = module
         return module
 
+    def shared_source(constants, signature, tensordesc_meta):
+        key = repr((constants, signature, tensordesc_meta))  # repr: True and 1 stay apart
+        source = _launcher_sources.get(key)
+        if source is None:
+            source = _launcher_sources[key] = original_source(constants, signature, tensordesc_meta)
+        return source
+
     shared._qsa_shared = True
     nv_driver.compile_module_from_src = shared
+    nv_driver.make_launcher = shared_source
+
+
+def _launcher_source(kernel) -> str:
+    """The C source of ``kernel``'s launcher, made as ``CudaLauncher.__init__`` makes it."""
+    from triton.backends.nvidia import driver as nv_driver
+
+    src = kernel.src
+    constants = getattr(src, "constants", {})
+    index = {name: (src.fn.arg_names.index(name),) for name in constants if isinstance(name, str)}
+    constants = {index.get(idx, idx): value for idx, value in constants.items()}
+    return nv_driver.make_launcher(constants, dict(src.signature), getattr(kernel.metadata, "tensordesc_meta", None))
+
+
+def _launcher_in_file_cache(source: str) -> bool:
+    """Whether Triton's ``compile_module_from_src`` would load this launcher, not build it."""
+    import sysconfig
+
+    import triton.runtime.build as runtime_build
+    from triton.runtime.cache import get_cache_manager
+
+    key = hashlib.sha256((source + runtime_build.platform_key()).encode("utf-8")).hexdigest()
+    return get_cache_manager(key).get_file(f"__triton_launcher{sysconfig.get_config_var('EXT_SUFFIX')}") is not None
+
+
+def prepare_launchers(kernels, jobs: int) -> int:
+    """Build the C launcher modules that loading ``kernels`` will ask for and the file cache
+    lacks (a cold cache, or one prebuilt on a machine without a GPU), the distinct ones in up
+    to ``jobs`` threads at once: a build is a C compiler run (~0.3 s), which the threads wait
+    on with the GIL released. Returns how many were built. Best effort: what fails here fails
+    again, and is reported, in the kernel's own load."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton.backends.nvidia import driver as nv_driver
+
+    seen, missing = set(), []
+    for kernel in kernels:
+        try:
+            source = _launcher_source(kernel)
+            if source not in seen:
+                seen.add(source)
+                if not _launcher_in_file_cache(source):
+                    missing.append(source)
+        except Exception:
+            continue
+
+    def build(source) -> bool:
+        try:  # with the arguments CudaLauncher passes: its lookup then hits what this made
+            nv_driver.compile_module_from_src(src=source, name="__triton_launcher",
+                                              library_dirs=nv_driver.library_dirs(),
+                                              include_dirs=nv_driver.include_dirs, libraries=nv_driver.libraries)
+            return True
+        except Exception:
+            return False
+
+    if not missing:
+        return 0
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(missing)))) as pool:
+        return sum(pool.map(build, missing))
 
 
 def init_handles(kernel) -> None:

@@ -98,3 +98,71 @@ other_dirs = nvd.compile_module_from_src(src="A", name="__triton_launcher", libr
 print(json.dumps({"loads": loads, "same": a is again, "distinct": len({id(a), id(b), id(other_dirs)})}))
 """))
     assert out == {"loads": ["A", "B", "A"], "same": True, "distinct": 3}
+
+
+def test_launcher_sources_are_made_once_per_distinct_arguments():
+    out = last_json(python("""
+import json
+from triton.backends.nvidia import driver as nvd
+from qsa_warmup import triton_compat as tc
+made = []
+def make(constants, signature, tensordesc_meta):
+    made.append(repr(constants))
+    return f"src {constants} {signature}"
+nvd.make_launcher = make
+nvd.compile_module_from_src = lambda **kw: object()
+tc.share_launcher_modules()
+a = nvd.make_launcher({(2,): 1}, {0: "*fp32"}, None)
+again = nvd.make_launcher({(2,): 1}, {0: "*fp32"}, None)
+flag = nvd.make_launcher({(2,): True}, {0: "*fp32"}, None)  # equal to 1 in Python, not the same constant
+print(json.dumps({"made": made, "same": a == again}))
+"""))
+    assert out == {"made": ["{(2,): 1}", "{(2,): True}"], "same": True}
+
+
+def test_launcher_file_cache_lookup_matches_tritons(tmp_path):
+    """``prepare_launchers`` builds what Triton's lookup would not find: the lookup must be
+    Triton's own (checked against a real C module build)."""
+    out = last_json(python(f"""
+import json, os
+from triton import knobs
+knobs.cache.dir = {str(tmp_path / "triton")!r}
+from triton.runtime.build import compile_module_from_src
+from qsa_warmup import triton_compat as tc
+src = '''#include <Python.h>
+static struct PyModuleDef mod = {{PyModuleDef_HEAD_INIT, "__triton_launcher", NULL, -1, NULL}};
+PyMODINIT_FUNC PyInit___triton_launcher(void) {{ return PyModule_Create(&mod); }}
+'''
+before = tc._launcher_in_file_cache(src)
+compile_module_from_src(src=src, name="__triton_launcher")
+print(json.dumps({{"before": before, "after": tc._launcher_in_file_cache(src),
+                  "other": tc._launcher_in_file_cache(src + "// another launcher")}}))
+"""))
+    assert out == {"before": False, "after": True, "other": False}
+
+
+def test_missing_launchers_are_built_at_once(tmp_path):
+    out = last_json(python("""
+import json, threading
+from types import SimpleNamespace
+from triton.backends.nvidia import driver as nvd
+from qsa_warmup import triton_compat as tc
+both_running = threading.Barrier(2, timeout=20)  # two builds must overlap, or this times out
+built = []
+def build(src, name, library_dirs=None, include_dirs=None, libraries=None, ccflags=None):
+    if src != "cached":
+        both_running.wait()
+    built.append(src)
+nvd.make_launcher = lambda constants, signature, meta: signature[0]
+nvd.compile_module_from_src = build
+nvd.library_dirs = lambda: []
+tc._launcher_in_file_cache = lambda source: source == "cached"
+def kernel(sig):
+    fn = SimpleNamespace(arg_names=["x", "BLOCK"])
+    return SimpleNamespace(src=SimpleNamespace(constants={"BLOCK": 4}, signature={0: sig}, fn=fn),
+                           metadata=SimpleNamespace())
+kernels = [kernel(s) for s in ("a", "b", "a", "cached", "b")]
+n = tc.prepare_launchers(kernels, jobs=4)
+print(json.dumps({"n": n, "built": sorted(built)}))
+"""))
+    assert out == {"n": 2, "built": ["a", "b"]}
