@@ -10,6 +10,7 @@ times out with a warning naming the file. Loss of the cache never stops a server
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -18,6 +19,8 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+
+import filelock
 
 from . import knobs
 from . import triton_compat as tc
@@ -112,6 +115,25 @@ def _cuda_initialized() -> bool:
         return torch.cuda.is_initialized()
     except Exception:
         return False
+
+
+@contextlib.contextmanager
+def _held_lock(path: str, timeout: float, warn):
+    """Hold the file lock at ``path``; past ``timeout`` seconds, or where no lock file can be
+    made, go on without it (compile-once saves work, it is not needed for correctness)."""
+    lock = filelock.FileLock(path, timeout=timeout)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        warn(f"lock {path} held for over {timeout:.0f} s; going on without it")
+        lock = None
+    except OSError:
+        lock = None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _resolve_target(cfg, target, device):
@@ -342,7 +364,11 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
         if gpu is not None:
             # Triton's C launcher of each kernel: a C compiler run each where the cache has none
             # (a cold cache, or one prebuilt offline); build the distinct ones at once
-            tc.prepare_launchers([kernel for _, kernel in ready], jobs or knobs.jobs())
+            # ... once across the processes starting together (the lock folder the pool uses)
+            lock_cache = overlay or cache
+            guard = lambda key: _held_lock(lock_cache.lock_path(f"launcher-{key[:16]}"),  # noqa: E731
+                                           knobs.lock_timeout() if timeout is None else timeout, warn)
+            tc.prepare_launchers([kernel for _, kernel in ready], jobs or knobs.jobs(), guard)
             for spec, kernel in ready:
                 try:
                     tc.init_handles(kernel)

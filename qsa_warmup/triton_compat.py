@@ -781,23 +781,31 @@ def _launcher_source(kernel) -> str:
     return nv_driver.make_launcher(constants, dict(src.signature), getattr(kernel.metadata, "tensordesc_meta", None))
 
 
+def _launcher_key(source: str) -> str:
+    """The file-cache key ``compile_module_from_src`` gives a C module's source."""
+    import triton.runtime.build as runtime_build
+
+    return hashlib.sha256((source + runtime_build.platform_key()).encode("utf-8")).hexdigest()
+
+
 def _launcher_in_file_cache(source: str) -> bool:
     """Whether Triton's ``compile_module_from_src`` would load this launcher, not build it."""
     import sysconfig
 
-    import triton.runtime.build as runtime_build
     from triton.runtime.cache import get_cache_manager
 
-    key = hashlib.sha256((source + runtime_build.platform_key()).encode("utf-8")).hexdigest()
-    return get_cache_manager(key).get_file(f"__triton_launcher{sysconfig.get_config_var('EXT_SUFFIX')}") is not None
+    name = f"__triton_launcher{sysconfig.get_config_var('EXT_SUFFIX')}"
+    return get_cache_manager(_launcher_key(source)).get_file(name) is not None
 
 
-def prepare_launchers(kernels, jobs: int) -> int:
+def prepare_launchers(kernels, jobs: int, guard: Callable[[str], contextlib.AbstractContextManager] | None = None) -> int:
     """Build the C launcher modules that loading ``kernels`` will ask for and the file cache
     lacks (a cold cache, or one prebuilt on a machine without a GPU), the distinct ones in up
     to ``jobs`` threads at once: a build is a C compiler run (~0.3 s), which the threads wait
-    on with the GIL released. Returns how many were built. Best effort: what fails here fails
-    again, and is reported, in the kernel's own load."""
+    on with the GIL released. ``guard(key)``, if given, is held around each build (a lock
+    shared by the processes that start together: one builds, the others then find the file).
+    Returns how many this process built. Best effort: what fails here fails again, and is
+    reported, in the kernel's own load."""
     from concurrent.futures import ThreadPoolExecutor
 
     from triton.backends.nvidia import driver as nv_driver
@@ -814,10 +822,14 @@ def prepare_launchers(kernels, jobs: int) -> int:
             continue
 
     def build(source) -> bool:
-        try:  # with the arguments CudaLauncher passes: its lookup then hits what this made
-            nv_driver.compile_module_from_src(src=source, name="__triton_launcher",
-                                              library_dirs=nv_driver.library_dirs(),
-                                              include_dirs=nv_driver.include_dirs, libraries=nv_driver.libraries)
+        try:
+            with guard(_launcher_key(source)) if guard else contextlib.nullcontext():
+                if _launcher_in_file_cache(source):  # another process built it meanwhile
+                    return False
+                # with the arguments CudaLauncher passes: its lookup then hits what this made
+                nv_driver.compile_module_from_src(src=source, name="__triton_launcher",
+                                                  library_dirs=nv_driver.library_dirs(),
+                                                  include_dirs=nv_driver.include_dirs, libraries=nv_driver.libraries)
             return True
         except Exception:
             return False

@@ -166,3 +166,28 @@ n = tc.prepare_launchers(kernels, jobs=4)
 print(json.dumps({"n": n, "built": sorted(built)}))
 """))
     assert out == {"n": 2, "built": ["a", "b"]}
+
+
+def test_a_launcher_another_process_built_meanwhile_is_not_built_again():
+    out = last_json(python("""
+import contextlib, json
+from types import SimpleNamespace
+from triton.backends.nvidia import driver as nvd
+from qsa_warmup import triton_compat as tc
+built, held = [], []
+nvd.make_launcher = lambda constants, signature, meta: signature[0]
+nvd.compile_module_from_src = lambda src, name, **kw: built.append(src)
+nvd.library_dirs = lambda: []
+in_cache = {"a": False, "b": False}
+@contextlib.contextmanager
+def guard(key):  # stands for the cross-process lock: "a" was built while this waited for it
+    held.append(key == tc._launcher_key("a") or key == tc._launcher_key("b"))
+    in_cache["a"] = True
+    yield
+tc._launcher_in_file_cache = lambda source: in_cache[source]
+kernels = [SimpleNamespace(src=SimpleNamespace(constants={}, signature={0: s}, fn=None), metadata=None)
+           for s in ("a", "b")]
+n = tc.prepare_launchers(kernels, jobs=1, guard=guard)
+print(json.dumps({"n": n, "built": built, "held": held}))
+"""))
+    assert out == {"n": 1, "built": ["b"], "held": [True, True]}
