@@ -73,9 +73,6 @@ class TopkConfig:
     group: int = 1
     # split path: rows finished by a third launch with this many warps (0: by the collect launch)
     finish_warps: int = 0
-    # split path: thresholds counted per step of the finishing search (4: packed into one
-    # int64 reduction; 8 or 16: one [candidates, ways] reduction), see _finish_row
-    finish_ways: int = 4
 
 
 def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
@@ -376,25 +373,7 @@ def _split_five_ways(keys, valid, need, low, high):
 
 
 @triton.jit
-def _split_many_ways(keys, need, low, high, WAYS: tl.constexpr):
-    """One step of the k-th largest search that cuts [low, high) WAYS + 1 ways: the counts at
-    WAYS thresholds come from one reduction of a [keys, WAYS] comparison. ``keys`` holds
-    _KEY_MIN where there is no candidate: every threshold is above ``low`` >= _KEY_MIN, so those
-    never count. Keeps count(keys >= low) >= need > count(keys >= high)."""
-    step = tl.maximum((high - low + WAYS) // (WAYS + 1), 1)
-    ways = (tl.arange(0, WAYS) + 1).to(tl.int64)
-    thresholds = tl.minimum(low + ways * step, high - 1).to(tl.int32)
-    counts = tl.sum((keys[:, None] >= thresholds[None, :]).to(tl.int32), axis=0)
-    # counts fall as thresholds rise: the thresholds with enough keys form a prefix
-    enough = tl.sum((counts >= need).to(tl.int64), axis=0)
-    new_low = tl.where(enough > 0, tl.minimum(low + enough * step, high - 1), low)
-    new_high = tl.where(enough < WAYS, tl.minimum(low + (enough + 1) * step, high - 1), high)
-    return new_low, new_high
-
-
-@triton.jit
-def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDIDATES: tl.constexpr,
-                WAYS: tl.constexpr):
+def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDIDATES: tl.constexpr):
     """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
     row's candidate list (every column with key >= low, when it did not overflow; an overflowed
     list is ignored and the whole row searched)."""
@@ -405,14 +384,9 @@ def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDI
         cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
         keys = _load_keys(row_ptr, cols, n)
         # the k-th largest key t: count(key >= low) >= k > count(key >= high)
-        listed = tl.where(in_list, keys, _KEY_MIN)
-        high = tl.max(listed, axis=0).to(tl.int64) + 1
-        if WAYS == 4:
-            while high - low > 1:
-                low, high = _split_five_ways(keys, in_list, k, low, high)
-        else:
-            while high - low > 1:
-                low, high = _split_many_ways(listed, k, low, high, WAYS)
+        high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
+        while high - low > 1:
+            low, high = _split_five_ways(keys, in_list, k, low, high)
         threshold = low.to(tl.int32)
         above = in_list & (keys > threshold)
         tie = in_list & (keys == threshold)
@@ -441,7 +415,6 @@ def _split_collect_kernel(
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
-    WAYS: tl.constexpr,
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
     row = tl.program_id(0)
@@ -471,7 +444,7 @@ def _split_collect_kernel(
             arrived = tl.atomic_add(counts_ptr + tl.num_programs(0) + row, 1, sem="acq_rel")
             if arrived == tl.cdiv(n, CHUNK) - 1:
                 num_cands = tl.atomic_add(counts_ptr + row, 0, sem="acquire")
-                _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, bound, num_cands, CANDIDATES, WAYS)
+                _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, bound, num_cands, CANDIDATES)
 
 
 @triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k", "nchunks"],
@@ -490,7 +463,6 @@ def _split_finish_kernel(
     nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
-    WAYS: tl.constexpr,
 ):
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
@@ -500,7 +472,7 @@ def _split_finish_kernel(
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
         _finish_row(logits_ptr + row.to(tl.int64) * stride_logits_row, cands_ptr + row.to(tl.int64) * CANDIDATES,
-                    out_ptr + row.to(tl.int64) * stride_out_row, n, k, bound, num_cands, CANDIDATES, WAYS)
+                    out_ptr + row.to(tl.int64) * stride_out_row, n, k, bound, num_cands, CANDIDATES)
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
@@ -516,13 +488,13 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
         KernelLaunch(_split_collect_kernel, grid,
                      (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k),
                      dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, FINISH=not finish_apart,
-                          WAYS=cfg.finish_ways, num_warps=cfg.collect_warps)),
+                          num_warps=cfg.collect_warps)),
     ]
     if finish_apart:
         launches.append(KernelLaunch(
             _split_finish_kernel, (rows,),
             (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k, nchunks),
-            dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, WAYS=cfg.finish_ways, num_warps=cfg.finish_warps)))
+            dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, num_warps=cfg.finish_warps)))
     return launches
 
 

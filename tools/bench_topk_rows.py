@@ -1,13 +1,11 @@
-"""Where and how the split top-k should finish its rows, by row count (GPU; tunes
-``kernels.topk.SPLIT_FINISH_APART_MIN_ROWS``, ``SPLIT_FINISH_WARPS`` and the finishing
-search's ways).
+"""Where the split top-k should finish its rows, by row count (GPU; tunes
+``kernels.topk.SPLIT_FINISH_APART_MIN_ROWS`` and ``SPLIT_FINISH_WARPS``).
 
 For rows x 32K float32 logits (uniform, every row full length), k = 512: the dispatched config,
-then (``--finish-sweep``) the collect launch finishing rows itself and a third finishing launch
-with 2/4/8 warps, and (``--ways``) the dispatched config with other finishing-search ways, all
+the collect launch finishing rows itself, and a third finishing launch with 2/4/8 warps, all
 side by side in one run, each in a CUDA graph (GPU time) and eagerly, each checked exact
 against torch.topk. Prints a table and writes JSON. Usage:
-    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--finish-sweep] [--ways 8,16]
+    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...]
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ def main():
     parser.add_argument("--rows", default="64,256,512,1024,2048,4096")
     parser.add_argument("--cols", type=int, default=32768)
     parser.add_argument("--k", type=int, default=512)
-    parser.add_argument("--finish-sweep", action="store_true", help="fused vs a third launch of 2/4/8 warps")
-    parser.add_argument("--ways", default="", help="finishing-search ways to try beside the dispatched, e.g. 8,16")
     args = parser.parse_args()
     cols, k = args.cols, args.k
     report = {"gpu": torch.cuda.get_device_name(), "cols": cols, "k": k, "cases": []}
@@ -44,13 +40,9 @@ def main():
         want = torch.topk(logits, k, dim=1).values.sort(dim=1, descending=True).values
         dispatched = topk_launch_config(cols, k, rows)
         fused = dataclasses.replace(topk_launch_config(cols, k, 1))
-        configs = [("dispatched", dispatched)]
-        if args.finish_sweep:
-            configs += [("fused", fused)]
-            configs += [(f"apart.w{w}", dataclasses.replace(fused, finish_warps=w, collect_warps=fused.num_warps))
-                        for w in (2, 4, 8)]
-        configs += [(f"ways{w}", dataclasses.replace(dispatched, finish_ways=w))
-                    for w in (int(w) for w in args.ways.split(",") if w) if w != dispatched.finish_ways]
+        configs = [("dispatched", dispatched), ("fused", fused)]
+        configs += [(f"apart.w{w}", dataclasses.replace(fused, finish_warps=w, collect_warps=fused.num_warps))
+                    for w in (2, 4, 8)]
         torch_ms = graph_bench(lambda: torch.topk(logits, k, dim=1))
         for name, cfg in configs:
             launches = ragged_topk_launches(logits, lengths, k, out, config=cfg)
