@@ -362,13 +362,15 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
                     kernel = spec.launch.warmup()
             ready.append((spec, kernel))
         if gpu is not None:
-            # Triton's C launcher of each kernel: a C compiler run each where the cache has none
-            # (a cold cache, or one prebuilt offline); build the distinct ones at once
-            # ... once across the processes starting together (the lock folder the pool uses)
+            # Triton builds each kernel's C launcher where the cache has none (a cold cache, or
+            # one prebuilt without a GPU), a compiler run each: build the distinct ones at once,
+            # each once across the processes starting together (the pool's lock folder)
             lock_cache = overlay or cache
-            guard = lambda key: _held_lock(lock_cache.lock_path(f"launcher-{key[:16]}"),  # noqa: E731
-                                           knobs.lock_timeout() if timeout is None else timeout, warn)
-            tc.prepare_launchers([kernel for _, kernel in ready], jobs or knobs.jobs(), guard)
+            lock_wait = knobs.lock_timeout() if timeout is None else timeout
+
+            def launcher_lock(key: str):
+                return _held_lock(lock_cache.lock_path(f"launcher-{key[:16]}"), lock_wait, warn)
+            tc.prepare_launchers([kernel for _, kernel in ready], jobs or knobs.jobs(), launcher_lock)
             for spec, kernel in ready:
                 try:
                     tc.init_handles(kernel)

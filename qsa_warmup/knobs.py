@@ -9,8 +9,8 @@ import os
 
 from .errors import ConfigError
 
-__all__ = ["cache_dir", "strict_mode", "lock_timeout", "jobs", "interpreter_requested", "ld_library_path", "CACHE_DIR_ENV",
-           "STRICT_ENV", "LOCK_TIMEOUT_ENV", "JOBS_ENV", "STRICT_MODES"]
+__all__ = ["cache_dir", "strict_mode", "lock_timeout", "jobs", "interpreter_requested", "ld_library_path",
+           "CACHE_DIR_ENV", "STRICT_ENV", "LOCK_TIMEOUT_ENV", "JOBS_ENV", "STRICT_MODES"]
 
 CACHE_DIR_ENV = "QSA_WARMUP_CACHE_DIR"
 STRICT_ENV = "QSA_WARMUP_STRICT"

@@ -39,7 +39,8 @@ __all__ = [
     "toolchain_parts", "triton_cache_dir", "use_triton_cache_dir", "compilation_listener", "RelocatingCacheManager",
     "group_file_paths", "repointed_group", "repoint_group_file", "is_jit_function", "set_triton_cache", "set_active_target",
     "make_layered_manager", "install_cache_manager", "store_binaries_only", "install_memoized_toolchain_identity",
-    "device_context", "init_handles", "share_launcher_modules", "prepare_launchers", "install_jit_cache_hook", "forced_compile", "load_from_entry", "compiled_kernel_from_files", "compile_hash_of",
+    "device_context", "init_handles", "share_launcher_modules", "prepare_launchers", "install_jit_cache_hook",
+    "forced_compile", "load_from_entry", "compiled_kernel_from_files", "compile_hash_of",
 ]
 
 _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
@@ -798,7 +799,8 @@ def _launcher_in_file_cache(source: str) -> bool:
     return get_cache_manager(_launcher_key(source)).get_file(name) is not None
 
 
-def prepare_launchers(kernels, jobs: int, guard: Callable[[str], contextlib.AbstractContextManager] | None = None) -> int:
+def prepare_launchers(kernels, jobs: int,
+                      guard: Callable[[str], contextlib.AbstractContextManager] | None = None) -> int:
     """Build the C launcher modules that loading ``kernels`` will ask for and the file cache
     lacks (a cold cache, or one prebuilt on a machine without a GPU), the distinct ones in up
     to ``jobs`` threads at once: a build is a C compiler run (~0.3 s), which the threads wait

@@ -66,5 +66,5 @@ gluon_by_hook = "triton.experimental.gluon" in sys.modules
 t = time.perf_counter()
 import triton.experimental.gluon  # noqa: E402,F401  (imported by Triton's binder on its first call)
 gluon_s = time.perf_counter() - t
-print(json.dumps({"total_s": total, "gluon_imported_by_hook": gluon_by_hook, "gluon_import_after_s": gluon_s, "loaded": report.loaded, "compiled": report.compiled,
-                  "phases_s": dict(acc.most_common())}))
+print(json.dumps({"total_s": total, "gluon_imported_by_hook": gluon_by_hook, "gluon_import_after_s": gluon_s,
+                  "loaded": report.loaded, "compiled": report.compiled, "phases_s": dict(acc.most_common())}))
