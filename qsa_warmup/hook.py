@@ -206,10 +206,11 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     if strict not in knobs.STRICT_MODES:
         raise ConfigError("strict", f"must be one of {', '.join(knobs.STRICT_MODES)}, got {strict!r}")
     cache = KernelCache(cache_dir or knobs.cache_dir())
+    resolved = None  # (gpu, target, device)
     if _warmed:  # maybe a repeat call: answer it before touching any folder
-        _, resolved, index = _resolve_target(cfg, target, device)
+        resolved = _resolve_target(cfg, target, device)
         with _lock:
-            previous = _warmed.get((cfg.geometry_hash(), resolved, index, cache.root))
+            previous = _warmed.get((cfg.geometry_hash(), *resolved[1:], cache.root))
         if previous is not None:
             set_strict_mode(strict)
             report = WarmupReport(**{**previous.__dict__, "seconds": time.perf_counter() - start, "repeat": True,
@@ -242,7 +243,7 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
 
     # before Triton's driver starts: its start asks for two of the memoized values
     tc.install_memoized_toolchain_identity(os.path.join((overlay or cache).root, "toolchain-memo"))
-    gpu, target, device = _resolve_target(cfg, target, device)
+    gpu, target, device = resolved or _resolve_target(cfg, target, device)
     memo_key = (cfg.geometry_hash(), target, device, cache.root)
 
     write_failures: set[str] = set()
@@ -268,33 +269,24 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     rebuild = []
     verified: dict[str, tuple[str, dict]] = {}  # spec id -> (entry folder, entry) that passed checksums
     contents: dict[str, bytes] = {}  # the bytes those checksums were taken of, which are what is loaded
-
-    def check(spec):
-        """(folder and entry that passed their checksums, or None; each cache's status; folders
-        whose files failed their checksums)."""
-        states, corrupt = [], []
+    # serial: with threads (reads and checksums release the GIL) the Python between them
+    # contends for the GIL, and the 2-core CI box went from 13 to 20-24 ms
+    for spec in plan.specs:
+        states = []
         for c in readable:
             entry = c.read_entry(cfg, target, fp, spec.id)
             status = c.verify_entry(entry, spec, contents)
             states.append(status)
             if status.state == "ok":
-                return (os.path.join(c.triton_dir, entry["folder"]), entry), states, corrupt
+                verified[spec.id] = (os.path.join(c.triton_dir, entry["folder"]), entry)
+                break
             if status.state == "corrupt" and entry and "folder" in entry:
-                corrupt.append(entry["folder"])
-        return None, states, corrupt
-
-    # serial: threads (the reads and checksums release the GIL) made this slower, the Python
-    # between them contends for the GIL (13 -> 20-24 ms on the 2-core CI box)
-    for spec in plan.specs:
-        found, states, corrupt = check(spec)
-        blocked.update(corrupt)
-        if found is not None:
-            verified[spec.id] = found
-            continue
-        reason = next((s.reason for s in states if s.state == "corrupt"), states[0].reason)
-        if states[0].state == "missing" and stale is not None:
-            reason = f"stale: {stale}"
-        rebuild.append((spec, reason))
+                blocked.add(entry["folder"])
+        if states[-1].state != "ok":
+            reason = next((s.reason for s in states if s.state == "corrupt"), states[0].reason)
+            if states[0].state == "missing" and stale is not None:
+                reason = f"stale: {stale}"
+            rebuild.append((spec, reason))
     for spec, reason in rebuild:
         if reason != "not built":  # a cold cache is expected, damage and staleness are not
             warn(f"{spec.id}: {reason}; rebuilding")
@@ -338,8 +330,6 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     # Triton's compile(), forced to build afresh unless the entry was verified.
     hits, misses, ready = [], [], []
     offline_target = None if gpu is not None else tc.parse_target(target)
-    if gpu is not None:
-        tc.share_launcher_modules()
     with tc.compilation_listener(lambda name, hit: (hits if hit else misses).append(name)), \
             tc.device_context(device), tc.active_driver(offline_target):
         for spec in plan.specs:
@@ -370,6 +360,7 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
 
             def launcher_lock(key: str):
                 return _held_lock(lock_cache.lock_path(f"launcher-{key[:16]}"), lock_wait, warn)
+            tc.share_launcher_modules()
             tc.prepare_launchers([kernel for _, kernel in ready], jobs or knobs.jobs(), launcher_lock)
             for spec, kernel in ready:
                 try:
