@@ -6,9 +6,10 @@ from typing import Iterable
 
 import torch
 
-SUPPORTED_CACHE_DTYPES = (torch.bfloat16, torch.float8_e4m3fn)
-MIN_HEAD_DIM, MAX_HEAD_DIM = 64, 256
-MAX_HEADS = 64
+from .limits import CACHE_DTYPES, MAX_HEAD_DIM, MAX_HEADS, MIN_HEAD_DIM, MIN_HEADS, POSITION_DTYPES
+
+SUPPORTED_CACHE_DTYPES = tuple(getattr(torch, name) for name in CACHE_DTYPES)
+SUPPORTED_POSITION_DTYPES = tuple(getattr(torch, name) for name in POSITION_DTYPES)
 
 
 def is_tensor_like(x) -> bool:
@@ -79,8 +80,8 @@ def check_scoring_inputs(q, k_cache) -> tuple[int, int, int]:
     if q.dtype != k_cache.dtype:
         raise TypeError(f"q has dtype {q.dtype} but k_cache has {k_cache.dtype}; q must have the cache's dtype")
     _, num_heads, head_dim = q.shape
-    if not 1 <= num_heads <= MAX_HEADS:
-        raise ValueError(f"q has {num_heads} heads; supported: 1..{MAX_HEADS}")
+    if not MIN_HEADS <= num_heads <= MAX_HEADS:
+        raise ValueError(f"q has {num_heads} heads; supported: {MIN_HEADS}..{MAX_HEADS}")
     if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
         raise ValueError(f"q has head_dim {head_dim}; supported: {MIN_HEAD_DIM}..{MAX_HEAD_DIM}")
     if k_cache.shape[2] != 1 or k_cache.shape[3] != head_dim:

@@ -19,12 +19,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_same_device, check_shape, check_tensor, check_topk_geometry
+from ._checks import SUPPORTED_POSITION_DTYPES, check_same_device, check_shape, check_tensor, check_topk_geometry
 from ._launch import KernelLaunch, cdiv, next_power_of_2
 
 __all__ = ["ExpandConfig", "expand_launch_config", "expand_launch", "expand_qsa_block_indices"]
-
-POSITION_DTYPES = (torch.int32, torch.int64)
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ def expand_launch(block_indices, query_positions, visible_blocks, compress_ratio
     check_tensor("block_indices", block_indices, ndim=2, dtypes=(torch.int32,))
     rows = block_indices.shape[0]
     check_shape("block_indices", block_indices, (rows, block_topk))
-    check_tensor("query_positions", query_positions, ndim=1, dtypes=POSITION_DTYPES)
+    check_tensor("query_positions", query_positions, ndim=1, dtypes=SUPPORTED_POSITION_DTYPES)
     check_shape("query_positions", query_positions, (rows,))
     check_tensor("visible_blocks", visible_blocks, ndim=1, dtypes=(torch.int32,))
     check_shape("visible_blocks", visible_blocks, (rows,))

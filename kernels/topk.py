@@ -2,8 +2,7 @@
 ``lengths[r]`` values (any order); rows with ``lengths[r] <= k`` get ``0..lengths[r]-1`` then -1.
 
 Keys: each float32 maps to an integer key with the same order. One program per row (rows up to
-``SPLIT_MIN_COLS`` wide): find the k-th largest key (32 bisection counts, or 8 radix passes of
-4-bit digit histograms), then write every column whose key is above it plus the lowest-indexed
+``SPLIT_MIN_COLS`` wide): find the k-th largest key (32 bisection counts), then write every column whose key is above it plus the lowest-indexed
 columns equal to it, compacted with a prefix sum; rows up to ``SINGLE_PASS_MAX_COLS`` stay in
 registers (``single``), wider ones stream (``streaming``). Wider rows take the ``split`` path
 (two or three launches, described above ``_split_bound_kernel``): many programs per row bound the
@@ -61,9 +60,6 @@ class TopkConfig:
     block: int
     num_warps: int
     out_block: int
-    # threshold search: 8 radix-16 histogram passes, or 32 bisection counts (faster on the H200:
-    # 108 vs 123 us at 64 x 32K, docs/benchmarks.md)
-    radix: bool = False
     # split path: the per-row candidate list (the finishing program's block) and the warps of
     # the collect launch (whose last program per row finishes the row from the list)
     candidates: int = 0
@@ -134,43 +130,6 @@ def _count_at_least(row_ptr, keys, n, threshold, BLOCK: tl.constexpr, SINGLE: tl
 
 
 @triton.jit
-def _digit_histogram(row_ptr, keys, n, prefix, high_mask, shift, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
-    # Counts of the 4-bit digit at ``shift`` among keys whose higher bits equal ``prefix``
-    # (keys and prefix in unsigned order: the sign bit flipped).
-    offsets = tl.arange(0, BLOCK)
-    if SINGLE:
-        unsigned = keys ^ -2147483648
-        match = (offsets < n) & ((unsigned & high_mask) == prefix)
-        hist = tl.histogram((unsigned >> shift) & 15, 16, mask=match)
-    else:
-        hist = tl.zeros((16,), tl.int32)
-        for start in range(0, n, BLOCK):
-            cols = start + offsets
-            unsigned = _load_keys(row_ptr, cols, n) ^ -2147483648
-            match = (cols < n) & ((unsigned & high_mask) == prefix)
-            hist += tl.histogram((unsigned >> shift) & 15, 16, mask=match)
-    return hist
-
-
-@triton.jit
-def _kth_largest_radix(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
-    """(threshold key, ties to take): 8 passes of 4-bit digits, most significant first."""
-    digits = tl.arange(0, 16)
-    prefix = tl.full((), 0, tl.int32)
-    remaining = k
-    for step in range(8):
-        shift = 28 - 4 * step
-        # bits above this digit; 0 on the first pass
-        high_mask = (tl.full((), 0xFFFFFFFF, tl.int64) << (shift + 4)).to(tl.int32)
-        hist = _digit_histogram(row_ptr, keys, n, prefix, high_mask, shift, BLOCK, SINGLE)
-        at_least = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist  # count(digit >= d)
-        chosen = tl.max(tl.where(at_least >= remaining, digits, -1), axis=0)
-        remaining -= tl.sum(tl.where(digits > chosen, hist, 0), axis=0)
-        prefix = prefix | (chosen << shift)
-    return prefix ^ -2147483648, remaining
-
-
-@triton.jit
 def _kth_largest_bisect(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
     """(threshold key, ties to take) by 32 halvings of the key range."""
     # invariant: count(key >= lo) >= k > count(key >= hi)
@@ -222,7 +181,6 @@ def _ragged_topk_kernel(
     k,
     BLOCK: tl.constexpr,
     SINGLE: tl.constexpr,
-    RADIX: tl.constexpr,
     OUT_BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0)
@@ -238,10 +196,7 @@ def _ragged_topk_kernel(
         keys = offsets  # the streaming path reloads keys in every pass instead
         if SINGLE:
             keys = _load_keys(row_ptr, offsets, n)
-        if RADIX:
-            threshold, ties_needed = _kth_largest_radix(row_ptr, keys, n, k, BLOCK, SINGLE)
-        else:
-            threshold, ties_needed = _kth_largest_bisect(row_ptr, keys, n, k, BLOCK, SINGLE)
+        threshold, ties_needed = _kth_largest_bisect(row_ptr, keys, n, k, BLOCK, SINGLE)
         _write_selected(row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK, SINGLE)
 
 
@@ -514,10 +469,9 @@ def _workspace(logits, *sizes):
 def ragged_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None) -> list[KernelLaunch]:
     """Every launch of one ragged top-k, in order; ``config`` overrides
     :func:`topk_launch_config` (tests, benchmarks)."""
-    two_d = len(logits.shape) == 2
-    cfg = config or topk_launch_config(logits.shape[1] if two_d else 0, k, logits.shape[0] if two_d else 1)
+    _check_topk(logits, lengths, k, out)
+    cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0])
     if cfg.path == "split":
-        _check_topk(logits, lengths, k, out)
         return _split_launches(logits, lengths, k, out, cfg)
     return [ragged_topk_launch(logits, lengths, k, out, cfg)]
 
@@ -550,7 +504,7 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
         _ragged_topk_kernel,
         (rows,),
         (logits, lengths, out, logits.stride(0), out.stride(0), num_cols, k),
-        dict(BLOCK=cfg.block, SINGLE=cfg.path == "single", RADIX=cfg.radix, OUT_BLOCK=cfg.out_block,
+        dict(BLOCK=cfg.block, SINGLE=cfg.path == "single", OUT_BLOCK=cfg.out_block,
              num_warps=cfg.num_warps),
     )
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 import importlib
 
 __all__ = [
-    "DeploymentConfig", "load_config", "PRESETS", "build_plan", "Plan", "PlannedSpec", "KernelCache",
-    "prebuild", "check_plan", "BuildReport", "trace_envelope", "warmup", "WarmupReport",
-    "ConfigError", "CacheError", "StrictModeError", "WarmupUnavailable",
+    "DeploymentConfig", "load_config", "PRESETS", "build_plan", "Plan", "PlannedSpec", "BoundCache",
+    "CacheFolder", "Lookup", "prebuild", "check_plan", "BuildReport", "trace_envelope", "warmup", "WarmupReport",
+    "set_strict_mode", "ConfigError", "CacheError", "StrictModeError", "WarmupUnavailable",
 ]
 
 _WHERE = {
     "DeploymentConfig": "config", "load_config": "config", "PRESETS": "config",
     "build_plan": "planner", "Plan": "planner", "PlannedSpec": "planner",
-    "KernelCache": "cache", "prebuild": "engine", "check_plan": "engine", "BuildReport": "engine",
+    "BoundCache": "cache", "CacheFolder": "cache", "Lookup": "cache", "set_strict_mode": "strict", "prebuild": "engine", "check_plan": "engine", "BuildReport": "engine",
     "trace_envelope": "trace", "warmup": "hook", "WarmupReport": "hook",
     "ConfigError": "errors", "CacheError": "errors", "StrictModeError": "errors", "WarmupUnavailable": "errors",
 }

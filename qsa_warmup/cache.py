@@ -1,133 +1,79 @@
-"""The persistent kernel cache: Triton's file cache plus qsa manifests, relocatable.
+"""The persistent kernel cache: folders, and one object bound to a deployment that answers for
+each planned spec.
 
-Layout under the cache folder::
+Layout of a cache folder (named here and nowhere else)::
 
     triton/                                Triton's file cache (TRITON_CACHE_DIR points here)
       <base32 compile hash>/...            one folder per compiled kernel, Triton's own files
     qsa/<geometry>-<target>-<toolchain>/   one manifest per (config, target, toolchain)
       manifest.json                        config, fingerprint parts, planned spec ids
       entries/<spec id>.json               Triton key, compile hash, sha256 of every file
-    locks/<spec key digest>.lock           compile-once locks (filelock)
+    plans/<...>.json                       plan memos: a warm start skips planning
+    toolchain-memo/                        what Triton recomputes in every process
+    locks/                                 compile-once and launcher-build locks (filelock)
 
-Every file qsa writes goes to a temp file in the same folder and is then ``os.replace``d, so a
-reader sees the old or the new file, never a part. A spec entry is written only after all of
-its Triton files exist, and it names their checksums, so a truncated or flipped file is found.
-Group files are checked by name, not by content: their absolute paths are re-pointed when the
-folder moves (see :meth:`KernelCache.triton_view`).
+A :class:`BoundCache` binds (config, target, toolchain fingerprint) once, over layers: the
+primary folder, an overlay where the primary is read-only (one per user, under the user's
+cache folder or the temp folder), and a memory-backed folder for a full disk. ``lookup(spec)``
+is the one verify path (``prebuild``, ``check`` and the startup hook all use it): the first
+layer whose entry passes its checksums answers, else the status says why none did. Every file
+qsa writes goes through :func:`._fs.atomic_write` (readable by anyone who can read the folder).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 
 from . import triton_compat as tc
+from ._fs import UNREADABLE, atomic_write_json, can_create_in, read_json, sha256_bytes
 from .config import DeploymentConfig
 from .errors import CacheError
 
-__all__ = ["KernelCache", "Fingerprint", "EntryStatus", "atomic_write_json", "current_fingerprint", "TARGET_LIMITS"]
+__all__ = ["CacheFolder", "BoundCache", "Fingerprint", "Lookup", "overlay_folder", "STATES"]
 
 log = logging.getLogger(__name__)
 
-# Per-block limits of each target: (max dynamic shared memory bytes, max threads).
-TARGET_LIMITS = {80: (166912, 1024), 86: (101376, 1024), 87: (166912, 1024), 89: (101376, 1024),
-                 90: (232448, 1024), 100: (232448, 1024), 103: (232448, 1024), 120: (101376, 1024)}
+STATES = ("ok", "missing", "corrupt", "stale", "unloadable")
 
 
-def atomic_write_json(path: str, data) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _read_json(path: str):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {"__unreadable__": True}
-
-
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    parts: dict
-
-    @property
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.parts, sort_keys=True).encode()).hexdigest()[:16]
-
-    def differences(self, other: "Fingerprint") -> list[str]:
-        """Human-readable parts that differ, e.g. ``python 3.11 vs 3.12`` (self = cached)."""
-        out = []
-        for name in sorted(set(self.parts) | set(other.parts)):
-            a, b = self.parts.get(name), other.parts.get(name)
-            if a != b:
-                out.append(f"{name} {a} vs {b}")
-        return out
-
-
-def current_fingerprint(target: str) -> Fingerprint:
-    return Fingerprint(tc.toolchain_parts(tc.parse_target(target)))
-
-
-@dataclass
-class EntryStatus:
-    spec_id: str
-    state: str  # ok | missing | corrupt | stale | unloadable
-    reason: str = ""
-    extra: dict = field(default_factory=dict)
-
-
-class KernelCache:
-    """One cache folder. Paths are resolved when the object is made, never at import time."""
+class CacheFolder:
+    """One cache folder's layout. Paths are resolved when the object is made, never at import."""
 
     def __init__(self, root: str):
-        self.root = os.path.abspath(root)
+        self.root = os.path.abspath(os.path.expanduser(os.fspath(root)))
         self.triton_dir = os.path.join(self.root, "triton")
         self.qsa_dir = os.path.join(self.root, "qsa")
+        self.plans_dir = os.path.join(self.root, "plans")
+        self.memo_dir = os.path.join(self.root, "toolchain-memo")
         self.lock_dir = os.path.join(self.root, "locks")
 
-    # -- layout -------------------------------------------------------------------------
-    def manifest_dir(self, cfg: DeploymentConfig, target: str, fp: Fingerprint) -> str:
-        return os.path.join(self.qsa_dir, f"{cfg.geometry_hash()}-{target}-{fp.digest}")
+    def __repr__(self) -> str:
+        return f"CacheFolder({self.root!r})"
 
-    def entry_path(self, cfg, target, fp, spec_id) -> str:
-        return os.path.join(self.manifest_dir(cfg, target, fp), "entries", f"{spec_id}.json")
+    def lock_path(self, name: str) -> str:
+        return os.path.join(self.lock_dir, f"{name}.lock")
 
-    def lock_path(self, key_digest: str) -> str:
-        return os.path.join(self.lock_dir, f"{key_digest}.lock")
+    def check_usable(self) -> None:
+        """CacheError unless ``root`` is a folder or can become one (not a regular file)."""
+        probe = self.root
+        while not os.path.lexists(probe):
+            probe = os.path.dirname(probe)
+        if not os.path.isdir(probe):
+            what = "is not a folder" if probe == self.root else f"cannot be made: {probe} is not a folder"
+            raise CacheError(self.root, f"{what}; give --cache-dir (or QSA_WARMUP_CACHE_DIR) a folder")
 
     def writable(self) -> bool:
         probe = self.root
         while not os.path.exists(probe):
             probe = os.path.dirname(probe)
-        return os.access(probe, os.W_OK) and _can_create(probe)
+        return os.path.isdir(probe) and os.access(probe, os.W_OK) and can_create_in(probe)
 
     def ensure_dirs(self) -> None:
         try:
@@ -136,116 +82,23 @@ class KernelCache:
         except OSError as exc:
             raise CacheError(self.root, f"cannot create the cache folder ({exc.strerror})") from None
 
-    # -- manifests ------------------------------------------------------------------------
-    def write_manifest(self, cfg, target, fp, spec_ids) -> None:
-        atomic_write_json(os.path.join(self.manifest_dir(cfg, target, fp), "manifest.json"), {
-            "config": cfg.to_dict(), "target": target, "fingerprint": fp.parts, "specs": list(spec_ids)})
-
-    def other_fingerprints(self, cfg, target, fp) -> list[Fingerprint]:
-        """Fingerprints of manifests for the same config and target built by other toolchains."""
-        prefix = f"{cfg.geometry_hash()}-{target}-"
-        found = []
-        if not os.path.isdir(self.qsa_dir):
-            return found
-        for name in sorted(os.listdir(self.qsa_dir)):
-            if name.startswith(prefix) and name != f"{prefix}{fp.digest}":
-                data = _read_json(os.path.join(self.qsa_dir, name, "manifest.json"))
-                if data and "fingerprint" in data:
-                    found.append(Fingerprint(data["fingerprint"]))
-        return found
-
-    def stale_reason(self, cfg, target, fp) -> str | None:
-        """How the closest manifest of another toolchain differs from ``fp`` (e.g.
-        ``python 3.11 vs 3.12``), or None when no other toolchain built this config."""
-        others = self.other_fingerprints(cfg, target, fp)
-        if not others:
-            return None
-        return "; ".join(min(others, key=lambda o: len(o.differences(fp))).differences(fp))
-
-    def record_entry(self, cfg, target, fp, spec, compiled) -> dict:
-        """Checksum the compiled kernel's files and write the spec's entry (atomically)."""
-        info = tc.compiled_info(compiled)
-        folder = os.path.join(self.triton_dir, tc.file_cache_dirname(info.hash))
-        files = {}
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if name.startswith("__grp__") or name.startswith("tmp.") or not os.path.isfile(path):
-                continue
-            files[name] = sha256_file(path)
-        entry = {"spec": spec.id, "kernel": spec.kernel, "key": spec.key, "hash": info.hash,
-                 "folder": os.path.basename(folder), "files": files, "shared": info.shared,
-                 "threads": info.threads, "num_warps": info.num_warps, "target": info.target}
-        atomic_write_json(self.entry_path(cfg, target, fp, spec.id), entry)
-        return entry
-
-    def read_entry(self, cfg, target, fp, spec_id):
-        return _read_json(self.entry_path(cfg, target, fp, spec_id))
-
-    def verify_entry(self, entry, spec, contents: dict | None = None) -> EntryStatus:
-        """ok / missing / corrupt for one entry against its Triton files (no toolchain check).
-        ``contents``, if given, receives each verified file's bytes by path (the loader then
-        reads nothing again, so what it loads is what was checked)."""
-        if entry is None:
-            return EntryStatus(spec.id, "missing", "not built")
-        if entry.get("__unreadable__") or "files" not in entry:
-            return EntryStatus(spec.id, "corrupt", "manifest entry unreadable")
-        if entry.get("kernel") != spec.kernel or entry.get("key") != spec.key:
-            return EntryStatus(spec.id, "missing", "entry was built for another specialization")
-        if getattr(spec, "compile_hash", "") and entry.get("hash") != spec.compile_hash:
-            return EntryStatus(spec.id, "missing", "entry was built from other kernel source or compile options")
-        folder = os.path.join(self.triton_dir, entry["folder"])
-        if not os.path.isdir(folder):
-            return EntryStatus(spec.id, "missing", f"triton/{entry['folder']} is gone")
-        if not tc.group_file_paths(folder):
-            return EntryStatus(spec.id, "corrupt", f"triton/{entry['folder']}: group file missing")
-        read = {}
-        for name, digest in entry["files"].items():
-            path = os.path.join(folder, name)
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                return EntryStatus(spec.id, "corrupt", f"{name} missing")
-            if hashlib.sha256(data).hexdigest() != digest:
-                return EntryStatus(spec.id, "corrupt", f"{name} checksum mismatch")
-            read[path] = data
-        if contents is not None:
-            contents.update(read)
-        return EntryStatus(spec.id, "ok", extra={"shared": entry.get("shared"), "threads": entry.get("threads")})
-
-    def loadable(self, entry, target: str) -> EntryStatus | None:
-        """An ``unloadable`` status when the kernel's resource needs exceed the target's limits."""
-        arch = tc.parse_target(target).arch
-        limits = TARGET_LIMITS.get(arch)
-        if limits is None or entry is None:
-            return None
-        max_shared, max_threads = limits
-        if entry.get("shared", 0) > max_shared:
-            return EntryStatus(entry["spec"], "unloadable",
-                               f"needs {entry['shared']} B shared memory, {target} allows {max_shared} B")
-        if entry.get("threads", 0) > max_threads:
-            return EntryStatus(entry["spec"], "unloadable",
-                               f"needs {entry['threads']} threads, {target} allows {max_threads}")
-        return None
-
-    # -- relocation -------------------------------------------------------------------------
+    # -- relocation (for processes that use Triton alone) --------------------------------------
     def misplaced_groups(self) -> list[str]:
         """Group files whose absolute child paths point outside their own folder."""
-        bad = []
         if not os.path.isdir(self.triton_dir):
-            return bad
+            return []
+        bad = []
         for name in os.listdir(self.triton_dir):
             folder = os.path.join(self.triton_dir, name)
-            if not os.path.isdir(folder):
-                continue
-            bad.extend(grp for grp in tc.group_file_paths(folder) if tc.repointed_group(grp)[1])
+            if os.path.isdir(folder):
+                bad.extend(grp for grp in tc.group_file_paths(folder) if tc.repointed_group(grp)[1])
         return bad
 
-    def triton_view(self, overlay_root: str | None = None) -> str:
+    def triton_view(self) -> str:
         """The folder a plain Triton process should use as TRITON_CACHE_DIR to hit this cache.
 
         In place: ``triton/``. Moved and writable: group files are re-pointed, then ``triton/``.
-        Moved and read-only: an overlay of re-pointed group files under ``overlay_root``."""
+        Moved and read-only: the user's overlay, holding re-pointed copies of the group files."""
         misplaced = self.misplaced_groups()
         if not misplaced:
             return self.triton_dir
@@ -254,14 +107,16 @@ class KernelCache:
                 tc.repoint_group_file(grp)
             log.info("re-pointed %d group files after the cache moved to %s", len(misplaced), self.root)
             return self.triton_dir
-        if overlay_root is None:
-            raise CacheError(self.root, "moved and read-only; an overlay folder is needed for plain Triton")
-        overlay = os.path.join(overlay_root, hashlib.sha256(self.root.encode()).hexdigest()[:16])
+        overlay = overlay_folder(self)
+        if overlay is None:
+            raise CacheError(self.root, "moved and read-only, and no writable overlay folder for re-pointed "
+                                        "group files; set XDG_CACHE_HOME or TMPDIR to a writable folder")
         for grp in misplaced:
-            target = os.path.join(overlay, os.path.basename(os.path.dirname(grp)), os.path.basename(grp))
+            target = os.path.join(overlay.triton_dir, os.path.basename(os.path.dirname(grp)), os.path.basename(grp))
             atomic_write_json(target, tc.repointed_group(grp)[0])
-        log.warning("cache %s is read-only and was moved: plain Triton should use the overlay %s", self.root, overlay)
-        return overlay
+        log.warning("cache %s is read-only and was moved: plain Triton should use %s", self.root,
+                    overlay.triton_dir)
+        return overlay.triton_dir
 
     def stats(self) -> dict:
         entries, size = 0, 0
@@ -276,12 +131,256 @@ class KernelCache:
         return {"entries": entries, "bytes": size}
 
 
-def _can_create(folder: str) -> bool:
-    # os.access says nothing of read-only mounts for root: try it.
-    try:
-        fd, path = tempfile.mkstemp(prefix=".probe-", dir=folder)
-    except OSError:
-        return False
-    os.close(fd)
-    os.unlink(path)
-    return True
+def overlay_folder(primary: CacheFolder) -> CacheFolder | None:
+    """The writable folder this user's processes use beside a read-only ``primary``: under the
+    user's cache folder, else the temp folder (named by the user id, so users never share it)."""
+    import platformdirs
+
+    name = hashlib.sha256(primary.root.encode()).hexdigest()[:16]
+    bases = (platformdirs.user_cache_dir("qsa-warmup-overlays"),
+             os.path.join(tempfile.gettempdir(), f"qsa-warmup-overlays-{os.getuid()}"))
+    for base in bases:
+        folder = CacheFolder(os.path.join(base, name))
+        try:
+            folder.ensure_dirs()
+        except CacheError:
+            continue
+        if folder.writable():
+            return folder
+    return None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    parts: dict
+
+    @classmethod
+    def current(cls, target: str) -> "Fingerprint":
+        return cls(tc.toolchain_parts(tc.parse_target(target)))
+
+    @functools.cached_property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.parts, sort_keys=True).encode()).hexdigest()[:16]
+
+    def differences(self, other: "Fingerprint") -> list[str]:
+        """Human-readable parts that differ, e.g. ``python 3.11 vs 3.12`` (self = cached)."""
+        return [f"{name} {self.parts.get(name)} vs {other.parts.get(name)}"
+                for name in sorted(set(self.parts) | set(other.parts)) if self.parts.get(name) != other.parts.get(name)]
+
+
+@dataclass
+class Lookup:
+    """What the cache holds for one spec: ``state`` is one of :data:`STATES`; when ``ok``,
+    ``folder`` is the layer whose entry passed and ``contents`` the bytes that were checked
+    (what the loader loads)."""
+
+    spec_id: str
+    state: str
+    reason: str = ""
+    entry: dict | None = None
+    folder: CacheFolder | None = None
+    contents: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+    @property
+    def entry_dir(self) -> str:
+        return os.path.join(self.folder.triton_dir, self.entry["folder"])
+
+
+class BoundCache:
+    """A deployment's cache: (config, target, toolchain fingerprint) bound once over its layers.
+
+    ``overlay``: the folder compiles go to when ``primary`` is read-only (found with
+    :func:`overlay_folder` unless given; None with ``primary`` writable)."""
+
+    def __init__(self, config: DeploymentConfig, target: str, primary: CacheFolder | str, *,
+                 overlay: CacheFolder | None = None, fingerprint: Fingerprint | None = None):
+        self.config = config
+        self.target = target
+        self.primary = primary if isinstance(primary, CacheFolder) else CacheFolder(primary)
+        self.overlay = overlay
+        self.fingerprint = fingerprint or Fingerprint.current(target)
+        self.blocked: set[str] = set()  # primary's Triton folders that failed their checksums
+        self.built: list[str] = []  # spec ids this object recorded
+        self._manifest_name = f"{config.geometry_hash()}-{target}-{self.fingerprint.digest}"
+
+    # -- layers -------------------------------------------------------------------------------
+    @property
+    def layers(self) -> list[CacheFolder]:
+        return [f for f in (self.primary, self.overlay) if f is not None]
+
+    @functools.cached_property
+    def write_folder(self) -> CacheFolder | None:
+        """Where builds go: the primary if this process can write it, else the overlay."""
+        if self.primary.writable():
+            return self.primary
+        return self.overlay if self.overlay is not None and self.overlay.writable() else None
+
+    def manifest_dir(self, folder: CacheFolder) -> str:
+        return os.path.join(folder.qsa_dir, self._manifest_name)
+
+    def entry_path(self, folder: CacheFolder, spec_id: str) -> str:
+        return os.path.join(self.manifest_dir(folder), "entries", f"{spec_id}.json")
+
+    def plan_memo_path(self, folder: CacheFolder, source_digest: str) -> str:
+        return os.path.join(folder.plans_dir, f"{self._manifest_name}-{source_digest}.json")
+
+    # -- the plan ---------------------------------------------------------------------------------
+    def plan(self, *, offline: bool):
+        """The plan, from a memo in a layer written by an earlier start or prebuild for the same
+        config, target, toolchain, kernel source and binding knobs; else computed and memoized
+        in the first layer that takes the write. A memo that does not decode is ignored."""
+        from .planner import build_plan, plan_source_digest
+
+        digest = plan_source_digest()
+        for folder in self.layers:
+            memo = read_json(self.plan_memo_path(folder, digest))
+            if isinstance(memo, list):
+                try:
+                    return build_plan(self.config, self.target, offline=offline, memo=memo)
+                except (KeyError, TypeError, ValueError) as exc:
+                    log.warning("ignoring unusable plan memo in %s (%s)", folder.plans_dir, exc)
+        plan = build_plan(self.config, self.target, offline=offline)
+        for folder in ([self.write_folder] if self.write_folder else []):
+            try:
+                atomic_write_json(self.plan_memo_path(folder, digest), plan.to_memo())
+            except OSError:
+                pass  # a full disk: the next start plans again
+        return plan
+
+    # -- verify ---------------------------------------------------------------------------------
+    @functools.cached_property
+    def stale_reason(self) -> str | None:
+        """How the closest manifest of another toolchain for this config and target differs from
+        this one (e.g. ``python 3.11 vs 3.12``), or None when no other toolchain built it."""
+        prefix = f"{self.config.geometry_hash()}-{self.target}-"
+        others = []
+        for folder in self.layers:
+            try:
+                names = sorted(os.listdir(folder.qsa_dir))
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(prefix) and name != self._manifest_name:
+                    data = read_json(os.path.join(folder.qsa_dir, name, "manifest.json"))
+                    if isinstance(data, dict) and isinstance(data.get("fingerprint"), dict):
+                        others.append(Fingerprint(data["fingerprint"]))
+        if not others:
+            return None
+        return "; ".join(min(others, key=lambda o: len(o.differences(self.fingerprint))).differences(self.fingerprint))
+
+    def lookup(self, spec) -> Lookup:
+        """The verified entry of ``spec`` in the first layer that has one, or why none does:
+        ``missing`` (never built, or built from other source: rebuilt quietly), ``corrupt``
+        (checksum, unreadable entry or file: never loaded), ``stale`` (built by another
+        toolchain only, naming what differs). A primary folder that fails is blocked, so
+        Triton never loads it either."""
+        found = []
+        for folder in self.layers:
+            result = self._verify(folder, spec)
+            if result.ok:
+                if folder is self.primary:
+                    self.blocked.discard(result.entry["folder"])  # rebuilt since it failed
+                return result
+            if result.state == "corrupt" and folder is self.primary and result.entry:
+                self.blocked.add(result.entry["folder"])
+            found.append(result)
+        result = next((r for r in found if r.state == "corrupt"), found[0])
+        if result.state == "missing" and result.entry is None and self.stale_reason is not None:
+            return Lookup(spec.id, "stale", self.stale_reason)
+        return result
+
+    def _verify(self, folder: CacheFolder, spec) -> Lookup:
+        entry = read_json(self.entry_path(folder, spec.id))
+        if entry is None:
+            return Lookup(spec.id, "missing", "not built")
+        if entry is UNREADABLE or not isinstance(entry, dict) or not isinstance(entry.get("files"), dict) \
+                or not isinstance(entry.get("folder"), str) or os.sep in entry["folder"] or entry["folder"] in ("", ".", ".."):
+            return Lookup(spec.id, "corrupt", "manifest entry unreadable")
+        if entry.get("kernel") != spec.kernel or entry.get("key") != spec.key:
+            return Lookup(spec.id, "missing", "entry was built for another specialization", entry)
+        if spec.compile_hash and entry.get("hash") != spec.compile_hash:
+            return Lookup(spec.id, "missing", "entry was built from other kernel source or compile options", entry)
+        entry_dir = os.path.join(folder.triton_dir, entry["folder"])
+        if not os.path.isdir(entry_dir):
+            return Lookup(spec.id, "missing", f"triton/{entry['folder']} is gone", entry)
+        if not tc.group_file_paths(entry_dir):
+            return Lookup(spec.id, "corrupt", f"triton/{entry['folder']}: group file missing", entry)
+        contents = {}
+        for name, digest in entry["files"].items():
+            path = os.path.join(entry_dir, os.path.basename(name))
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                return Lookup(spec.id, "corrupt", f"{name} missing", entry)
+            except OSError as exc:
+                return Lookup(spec.id, "corrupt", f"{name} unreadable ({exc.strerror})", entry)
+            if sha256_bytes(data) != digest:
+                return Lookup(spec.id, "corrupt", f"{name} checksum mismatch", entry)
+            contents[path] = data
+        return Lookup(spec.id, "ok", entry=entry, folder=folder, contents=contents)
+
+    def loadable(self, lookup: Lookup) -> Lookup:
+        """``lookup``, or an ``unloadable`` one when the kernel needs more shared memory or
+        threads than one block of the target has."""
+        limits = tc.target_limits(tc.parse_target(self.target).arch)
+        if not lookup.ok or limits is None:
+            return lookup
+        max_shared, max_threads = limits
+        entry = lookup.entry
+        if entry.get("shared", 0) > max_shared:
+            return Lookup(lookup.spec_id, "unloadable",
+                          f"needs {entry['shared']} B shared memory, {self.target} allows {max_shared} B", entry)
+        if entry.get("threads", 0) > max_threads:
+            return Lookup(lookup.spec_id, "unloadable",
+                          f"needs {entry['threads']} threads, {self.target} allows {max_threads}", entry)
+        return lookup
+
+    def check(self, plan) -> list[Lookup]:
+        """Every planned spec's state, as ``qsa-warmup check`` reports it."""
+        return [self.loadable(self.lookup(spec)) for spec in plan.specs]
+
+    # -- record ---------------------------------------------------------------------------------
+    def write_manifest(self, spec_ids) -> None:
+        folder = self._require_write_folder()
+        atomic_write_json(os.path.join(self.manifest_dir(folder), "manifest.json"), {
+            "config": self.config.to_dict(), "target": self.target, "fingerprint": self.fingerprint.parts,
+            "specs": list(spec_ids)})
+
+    def record(self, spec, compiled) -> dict:
+        """Checksum the files Triton just wrote for ``spec`` (in the write folder) and write the
+        spec's entry (atomically, after all of its files exist)."""
+        folder = self._require_write_folder()
+        info = tc.compiled_info(compiled)
+        entry_dir = os.path.join(folder.triton_dir, tc.file_cache_dirname(info.hash))
+        files = {}
+        for name in sorted(os.listdir(entry_dir)):
+            path = os.path.join(entry_dir, name)
+            if name.startswith("__grp__") or name.startswith("tmp.") or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as f:
+                files[name] = sha256_bytes(f.read())
+        entry = {"spec": spec.id, "kernel": spec.kernel, "key": spec.key, "hash": info.hash,
+                 "folder": os.path.basename(entry_dir), "files": files, "shared": info.shared,
+                 "threads": info.threads, "num_warps": info.num_warps, "target": info.target}
+        atomic_write_json(self.entry_path(folder, spec.id), entry)
+        self.built.append(spec.id)
+        return entry
+
+    def purge(self, lookup: Lookup, folder: CacheFolder) -> None:
+        """Remove the Triton files a damaged entry names (group file first: Triton treats a
+        folder without its group file as a miss)."""
+        entry_dir = os.path.join(folder.triton_dir, lookup.entry["folder"])
+        if os.path.isdir(entry_dir):
+            for grp in tc.group_file_paths(entry_dir):
+                os.unlink(grp)
+        shutil.rmtree(entry_dir, ignore_errors=True)
+
+    def _require_write_folder(self) -> CacheFolder:
+        if self.write_folder is None:
+            raise CacheError(self.primary.root, "read-only, and no writable overlay")
+        return self.write_folder

@@ -1,6 +1,7 @@
 """``qsa-warmup``: plan, prebuild, check and inspect the QSA kernel cache.
 
-Exit codes: 0 ok, 1 check failed, 2 usage or config error.
+Exit codes: 0 ok; 1 check found problems; 2 usage, config or environment error (one line on
+stderr naming what is wrong and the fix); 3 internal error; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -8,31 +9,46 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
-
-import triton
+import traceback
 
 from . import knobs
 from .errors import CacheError, ConfigError
 
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+log = logging.getLogger(__name__)
 
 
 def _note(msg: str) -> None:
     print(f"qsa-warmup: {msg}", file=sys.stderr)
 
 
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (and exit 2) instead of the usage text."""
+
+    def error(self, message):
+        raise _UsageError(f"{message} (see {self.prog} --help)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="deployment config (JSON)")
     common.add_argument("--preset", metavar="NAME", help="embedded config (default: 'default')")
-    common.add_argument("--target", metavar="SM", help="GPU target such as sm_90 (default: this GPU, else the config's)")
-    common.add_argument("--cache-dir", metavar="DIR", help=f"cache folder (default: ${knobs.CACHE_DIR_ENV} or the user cache)")
+    common.add_argument("--target", metavar="SM",
+                        help="GPU target such as sm_90 (default: this GPU, else the config's)")
+    common.add_argument("--cache-dir", metavar="DIR",
+                        help=f"cache folder (default: ${knobs.CACHE_DIR_ENV} or the user cache)")
     common.add_argument("--jobs", type=int, metavar="N", help="parallel compile processes (default: all cores)")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("-v", "--verbose", action="store_true")
-    parser = argparse.ArgumentParser(prog="qsa-warmup", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="qsa-warmup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("plan", parents=[common], help="list every specialization the launchers can reach")
     pre = sub.add_parser("prebuild", parents=[common], help="compile the plan into the cache")
     pre.add_argument("--only", help=argparse.SUPPRESS)  # comma-separated spec ids (the startup hook)
@@ -46,33 +62,32 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _resolve(args):
+    """(config, target, cache folder) from the flags, every problem named in one error."""
     from . import triton_compat as tc
+    from .cache import CacheFolder
     from .config import load_config
 
     if args.config and args.preset:
         raise ConfigError("--preset", "give --config or --preset, not both")
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError("--jobs", f"must be >= 1, got {args.jobs}")
     cfg = load_config(args.config, args.preset)
     if args.target:
-        try:
-            tc.parse_target(args.target)
-        except ValueError as exc:
-            raise ConfigError("--target", str(exc)) from None
+        cfg.check_target(args.target, "--target")
         target = args.target
     else:
         gpu = tc.current_gpu_target()
-        if gpu is None:
-            target = cfg.target
-            _note(f"no GPU here and no --target: building for the config's target {target}")
-        else:
-            target = tc.target_name(gpu)
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError("--jobs", f"must be >= 1, got {args.jobs}")
-    from .cache import KernelCache
-
-    return cfg, target, KernelCache(args.cache_dir or knobs.cache_dir())
+        target = cfg.target if gpu is None else tc.target_name(gpu)
+        if gpu is None and args.command != "plan":
+            _note(f"no GPU here and no --target: using the config's target {target}")
+        cfg.check_target(target, "GPU target" if gpu is not None else "target")
+    folder = CacheFolder(args.cache_dir or knobs.cache_dir())
+    if args.command != "plan":
+        folder.check_usable()
+    return cfg, target, folder
 
 
-def _cmd_plan(args, cfg, target, cache) -> int:
+def _cmd_plan(args, cfg, target, folder) -> int:
     from .planner import build_plan
 
     plan = build_plan(cfg, target)
@@ -94,49 +109,60 @@ def _progress(result, done, total):
             print(file=sys.stderr)
 
 
-def _cmd_prebuild(args, cfg, target, cache) -> int:
+def _cmd_prebuild(args, cfg, target, folder) -> int:
     from . import triton_compat as tc
+    from .cache import BoundCache
     from .engine import prebuild
 
-    tc.set_triton_cache(cache.triton_dir)
+    cache = BoundCache(cfg, target, folder)
+    if cache.write_folder is not None:
+        tc.set_triton_cache(cache.write_folder.triton_dir)
     only = set(args.only.split(",")) if args.only else None
-    report = prebuild(cfg, target, cache, jobs=args.jobs, progress=None if args.json else _progress, only=only,
+    report = prebuild(cache, jobs=args.jobs, progress=None if args.json else _progress, only=only,
                       lock_timeout=args.lock_timeout)
     if args.json:
         print(json.dumps(report.to_json(), indent=1))
     else:
         print(f"{report.planned} planned: {report.compiled} compiled, {report.cached} cached, "
-              f"{report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} "
-              f"({target})")
+              f"{report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} ({target})")
         for r in report.results:
             if r.outcome == "failed":
                 print(f"  FAILED {r.spec_id}: {r.error}")
         for u in report.unloadable:
             print(f"  UNLOADABLE {u.spec_id}: {u.reason}")
-    return EXIT_CHECK_FAILED if report.failed else EXIT_OK
+    if cache.write_folder is None:
+        _note(f"{folder.root} is read-only here and already holds all {report.planned} specs; nothing to build")
+    if report.failed:
+        first = next(r for r in report.results if r.outcome == "failed")
+        _note(f"{report.failed} of {report.planned} specs failed to build (first: {first.spec_id}: "
+              f"{first.error.splitlines()[0] if first.error else '?'}); rerun with -v for the compiler's log")
+        return EXIT_USAGE
+    return EXIT_OK
 
 
-def _cmd_check(args, cfg, target, cache) -> int:
+def _cmd_check(args, cfg, target, folder) -> int:
+    from .cache import BoundCache
     from .engine import check_plan
     from .planner import build_plan
 
     plan = build_plan(cfg, target)
-    statuses = check_plan(cfg, target, cache, plan)
-    failing = [s for s in statuses if s.state != "ok"]
-    out = {"target": target, "cache_dir": cache.root, "planned": len(plan.specs), "ok": len(statuses) - len(failing),
+    statuses = check_plan(BoundCache(cfg, target, folder), plan)
+    failing = [s for s in statuses if not s.ok]
+    out = {"target": target, "cache_dir": folder.root, "planned": len(plan.specs),
+           "ok": len(statuses) - len(failing),
            "failing": [{"spec": s.spec_id, "state": s.state, "reason": s.reason} for s in failing]}
+    trace_failed = False
     if args.trace:
         from .trace import trace_envelope
 
         trace = trace_envelope(cfg, plan, seed=args.seed)
-        ok_ids = {s.spec_id for s in statuses if s.state == "ok"}
+        ok_ids = {s.spec_id for s in statuses if s.ok}
         uncached = sorted(sid for sid in trace.covered if sid not in ok_ids)
         out["trace"] = {"launches": trace.launches, "requested": trace.requested,
                         "unplanned": [{"kernel": v.kernel, "constants": v.constants, "num_warps": v.num_warps,
                                        "key": v.key} for v in trace.unplanned],
                         "uncached": uncached, "planned_not_reached": sorted(set(plan.by_id()) - trace.covered)}
-        if trace.unplanned or uncached:
-            failing = failing or [None]
+        trace_failed = bool(trace.unplanned or uncached)
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -148,19 +174,17 @@ def _cmd_check(args, cfg, target, cache) -> int:
                 print(f"UNPLANNED   {v['kernel']} num_warps={v['num_warps']} {v['constants']}")
             print(f"trace: {t['launches']} launcher calls requested {t['requested']} specializations, "
                   f"{len(t['unplanned'])} not in the plan, {len(t['uncached'])} not cached")
-        print(f"{out['ok']}/{out['planned']} planned specs ready in {cache.root} for {target}")
-    return EXIT_CHECK_FAILED if failing else EXIT_OK
+        print(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
+    return EXIT_CHECK_FAILED if failing or trace_failed else EXIT_OK
 
 
-def _cmd_info(args, cfg, target, cache) -> int:
-    import platformdirs
+def _cmd_info(args, cfg, target, folder) -> int:
+    from .cache import Fingerprint
 
-    from .cache import current_fingerprint
-
-    fp = current_fingerprint(target)
-    triton_dir = cache.triton_view(overlay_root=platformdirs.user_cache_dir("qsa-warmup-overlays"))
-    info = {"cache_dir": cache.root, "triton_cache_dir": triton_dir, "target": target, "fingerprint": fp.parts,
-            "fingerprint_digest": fp.digest, "writable": cache.writable(), **cache.stats()}
+    fp = Fingerprint.current(target)
+    info = {"cache_dir": folder.root, "triton_cache_dir": folder.triton_view(), "target": target,
+            "fingerprint": fp.parts, "fingerprint_digest": fp.digest, "writable": folder.writable(),
+            **folder.stats()}
     if args.json:
         print(json.dumps(info, indent=1))
     else:
@@ -169,25 +193,57 @@ def _cmd_info(args, cfg, target, cache) -> int:
     return EXIT_OK
 
 
-def main(argv=None) -> int:
+_COMMANDS = {"plan": _cmd_plan, "prebuild": _cmd_prebuild, "check": _cmd_check, "info": _cmd_info}
+
+
+def _run(argv) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    import triton
+
     if knobs.interpreter_requested():
         _note("TRITON_INTERPRET is set; warmup compiles real kernels, so it is ignored here")
     triton.knobs.runtime.interpret = False  # before kernels is imported: its kernels must be JIT functions
     try:
-        cfg, target, cache = _resolve(args)
-        return {"plan": _cmd_plan, "prebuild": _cmd_prebuild, "check": _cmd_check, "info": _cmd_info}[args.command](
-            args, cfg, target, cache)
+        cfg, target, folder = _resolve(args)
+        return _COMMANDS[args.command](args, cfg, target, folder)
+    except Exception:
+        if args.verbose:
+            traceback.print_exc()
+        raise
+
+
+def _quiet_stdout() -> None:
+    # the reader went away (``plan | head -1``): later writes, and the interpreter's final
+    # flush, go nowhere instead of raising again
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def main(argv=None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()
+        return code
+    except _UsageError as exc:
+        _note(f"usage error: {exc}")
     except ConfigError as exc:
         _note(f"config error: {exc}")
-        return EXIT_USAGE
     except CacheError as exc:
         _note(f"cache error: {exc}")
-        return EXIT_USAGE
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_OK
     except KeyboardInterrupt:
         _note("interrupted; entries written so far are complete, nothing partial is visible")
-        return 130
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        _note(f"environment error: {where}{exc.strerror or exc}; check the path's permissions and free space")
+    except Exception as exc:  # a bug: one line, the traceback with -v
+        _note(f"internal error: {type(exc).__name__}: {exc} (rerun with -v for the traceback)")
+        return EXIT_INTERNAL
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from kernels import limits
+
 from .errors import ConfigError
 
-__all__ = ["DeploymentConfig", "PRESETS", "DEFAULT_PRESET", "load_config"]
+__all__ = ["DeploymentConfig", "PRESETS", "DEFAULT_PRESET", "load_config", "target_problems"]
 
-CACHE_DTYPES = ("bfloat16", "float8_e4m3fn")
-POSITION_DTYPES = ("int32", "int64")
+_POSITIVE_INTS = ("num_heads", "head_dim", "page_size", "page_table_width", "compress_ratio", "token_topk",
+                  "max_decode_query_len", "max_num_reqs", "max_num_batched_tokens")
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class DeploymentConfig:
     max_num_batched_tokens: int
     max_logits_mb: float
     target: str
-    position_dtypes: tuple[str, ...] = field(default=POSITION_DTYPES)
+    position_dtypes: tuple[str, ...] = field(default=limits.POSITION_DTYPES)
 
     @property
     def num_columns(self) -> int:
@@ -52,47 +54,20 @@ class DeploymentConfig:
 
     @classmethod
     def from_dict(cls, data: dict, *, source: str = "config") -> "DeploymentConfig":
+        """A validated config; raises ConfigError listing every problem found, each naming
+        its field."""
         if not isinstance(data, dict):
             raise ConfigError(source, "must be a JSON object")
-        names = {f.name for f in dataclasses.fields(cls)}
-        for key in data:
-            if key not in names:
-                raise ConfigError(key, f"unknown field in {source} (known: {', '.join(sorted(names))})")
-        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
-        for name in required:
-            if name not in data:
-                raise ConfigError(name, f"missing from {source}")
-        values = dict(data)
-        for name in ("num_heads", "head_dim", "page_size", "page_table_width", "compress_ratio", "token_topk",
-                     "max_decode_query_len", "max_num_reqs", "max_num_batched_tokens"):
-            v = values[name]
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(name, f"must be a positive integer, got {v!r}")
-        mb = values["max_logits_mb"]
-        if isinstance(mb, bool) or not isinstance(mb, (int, float)) or not mb > 0:
-            raise ConfigError("max_logits_mb", f"must be a positive number of MiB, got {mb!r}")
-        for name, allowed in (("cache_dtypes", CACHE_DTYPES), ("position_dtypes", POSITION_DTYPES)):
-            v = values.get(name, POSITION_DTYPES if name == "position_dtypes" else None)
-            if not isinstance(v, (list, tuple)) or not v or not all(isinstance(x, str) for x in v):
-                raise ConfigError(name, f"must be a non-empty list of {', '.join(allowed)}")
-            bad = [x for x in v if x not in allowed]
-            if bad:
-                raise ConfigError(name, f"unsupported {bad[0]!r}; supported: {', '.join(allowed)}")
-            values[name] = tuple(dict.fromkeys(v))
-        if not 1 <= values["num_heads"] <= 64:
-            raise ConfigError("num_heads", f"must be 1..64, got {values['num_heads']}")
-        if not 64 <= values["head_dim"] <= 256:
-            raise ConfigError("head_dim", f"must be 64..256, got {values['head_dim']}")
-        if values["token_topk"] % values["compress_ratio"]:
-            raise ConfigError("token_topk", f"must be a multiple of compress_ratio ({values['compress_ratio']})")
-        target = values["target"]
-        from .triton_compat import parse_target
-
-        try:
-            parse_target(target) if isinstance(target, str) else parse_target("")
-        except ValueError:
-            raise ConfigError("target", f"must be a CUDA target name such as 'sm_90', got {target!r}") from None
+        values, problems = _validated(data, source)
+        if problems:
+            raise ConfigError.several(problems)
         return cls(**values)
+
+    def check_target(self, target: str, field: str = "target") -> None:
+        """ConfigError unless this Triton compiles for ``target`` and it runs every cache dtype."""
+        problems = target_problems(target, self.cache_dtypes, field)
+        if problems:
+            raise ConfigError.several(problems)
 
     def replace(self, **changes) -> "DeploymentConfig":
         return DeploymentConfig.from_dict({**self.to_dict(), **changes})
@@ -126,6 +101,62 @@ def load_config(path: str | None = None, preset: str | None = None) -> Deploymen
     if name not in PRESETS:
         raise ConfigError("--preset", f"unknown preset {name!r} (known: {', '.join(PRESETS)})")
     return DeploymentConfig.from_dict(PRESETS[name], source=f"preset {name}")
+
+
+def _validated(data: dict, source: str) -> tuple[dict, list[tuple[str, str]]]:
+    names = {f.name for f in dataclasses.fields(DeploymentConfig)}
+    problems = [(key, f"unknown field in {source} (known: {', '.join(sorted(names))})") for key in data
+                if key not in names]
+    problems += [(f.name, f"missing from {source}") for f in dataclasses.fields(DeploymentConfig)
+                 if f.default is dataclasses.MISSING and f.name not in data]
+    values = dict(data)
+    for name in _POSITIVE_INTS:
+        v = values.get(name, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            problems.append((name, f"must be a positive integer, got {v!r}"))
+            values[name] = None
+    mb = values.get("max_logits_mb", 1)
+    if isinstance(mb, bool) or not isinstance(mb, (int, float)) or not mb > 0:
+        problems.append(("max_logits_mb", f"must be a positive number of MiB, got {mb!r}"))
+    for name, allowed in (("cache_dtypes", limits.CACHE_DTYPES), ("position_dtypes", limits.POSITION_DTYPES)):
+        v = values.get(name, limits.POSITION_DTYPES if name == "position_dtypes" else ["bfloat16"])
+        if not isinstance(v, (list, tuple)) or not v or not all(isinstance(x, str) for x in v):
+            problems.append((name, f"must be a non-empty list of {', '.join(allowed)}"))
+            values[name] = ()
+            continue
+        bad = [x for x in v if x not in allowed]
+        if bad:
+            problems.append((name, f"unsupported {bad[0]!r}; supported: {', '.join(allowed)}"))
+        values[name] = tuple(dict.fromkeys(x for x in v if x in allowed))
+    _check_range(values, "num_heads", limits.MIN_HEADS, limits.MAX_HEADS, problems)
+    _check_range(values, "head_dim", limits.MIN_HEAD_DIM, limits.MAX_HEAD_DIM, problems)
+    topk, ratio = values.get("token_topk"), values.get("compress_ratio")
+    if isinstance(topk, int) and isinstance(ratio, int) and topk % ratio:
+        problems.append(("token_topk", f"must be a multiple of compress_ratio ({ratio}); "
+                                       f"{topk // ratio * ratio or ratio} is the nearest below"))
+    if "target" in data:
+        problems += target_problems(data["target"], values.get("cache_dtypes", ()), "target")
+    return values, problems
+
+
+def _check_range(values, name, low, high, problems) -> None:
+    v = values.get(name)
+    if isinstance(v, int) and not isinstance(v, bool) and not low <= v <= high:
+        problems.append((name, f"must be {low}..{high}, got {v}"))
+
+
+def target_problems(target, cache_dtypes, field: str = "target") -> list[tuple[str, str]]:
+    """What is wrong with building for ``target``: a name this Triton cannot compile for, or a
+    cache dtype the target cannot run (fp8 below sm_89), naming the dtype and the minimum."""
+    from .triton_compat import parse_target
+
+    try:
+        arch = parse_target(target).arch
+    except ValueError as exc:
+        return [(field, str(exc))]
+    return [("cache_dtypes", f"{name} needs sm_{limits.min_arch_for(name)} or newer, and the target is {target}; "
+                             f"drop {name} from cache_dtypes or build for sm_{limits.min_arch_for(name)}+")
+            for name in cache_dtypes if arch < limits.min_arch_for(name)]
 
 
 @functools.lru_cache(maxsize=64)  # every cache path names it: once per config, not per entry

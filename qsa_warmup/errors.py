@@ -6,11 +6,17 @@ __all__ = ["ConfigError", "CacheError", "StrictModeError", "WarmupUnavailable"]
 
 
 class ConfigError(ValueError):
-    """A deployment config or knob value is invalid; ``field`` names it."""
+    """A deployment config, argument or knob value is invalid. ``problems`` lists every
+    (field, message) found in one pass; ``field`` names the first."""
 
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
+    def __init__(self, field: str, message: str, *, problems: list[tuple[str, str]] | None = None):
+        self.problems = list(problems or [(field, message)])
+        self.field = self.problems[0][0]
+        super().__init__("; ".join(f"{f}: {m}" for f, m in self.problems))
+
+    @classmethod
+    def several(cls, problems: list[tuple[str, str]]) -> "ConfigError":
+        return cls(*problems[0], problems=problems)
 
 
 class CacheError(OSError):

@@ -10,34 +10,34 @@ specialization (alignment, divisibility) is its own.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
 
 import kernels
-from kernels import TensorMeta
+from kernels import TensorMeta, limits
 
 from . import triton_compat as tc
 from .config import DeploymentConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PlannedSpec", "Plan", "build_plan", "launch_for", "kernels_digest", "torch_dtype", "short_dtype"]
-
-_TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn, "int32": torch.int32,
-                 "int64": torch.int64}
-_SHORT = {"bfloat16": "bf16", "float8_e4m3fn": "fp8", "int32": "i32", "int64": "i64"}
+__all__ = ["PlannedSpec", "Plan", "build_plan", "launch_for", "plan_source_digest", "settle_kernel_hashes",
+           "kernel_functions",
+           "torch_dtype", "short_dtype"]
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    return _TORCH_DTYPES[name]
+    return getattr(torch, name)
 
 
 def short_dtype(name: str) -> str:
-    return _SHORT[name]
+    return limits.SHORT_DTYPE_NAMES[name]
 
 
 @dataclass
@@ -168,41 +168,38 @@ def _expand_points(cfg: DeploymentConfig):
         yield ("expand", f"expand.{short_dtype(pos_name)}", (pos_name,), "")
 
 
-def request_key(launch: kernels.KernelLaunch) -> tuple[str, str]:
-    """(kernel name, Triton cache key) that this launch requests on the active driver."""
-    with tc.capture_requests(block=True) as seen:
-        launch.warmup()
-    if len(seen) != 1:
-        raise RuntimeError(f"{launch.kernel_name}: expected one compile request, saw {len(seen)} "
-                           "(was it already compiled in this process?)")
-    return seen[0].kernel, seen[0].key
+def plan_source_digest() -> str:
+    """Identity of what a plan is computed from besides config, target and toolchain: the
+    ``kernels`` source, this planner, and the knobs Triton's binder folds into its keys."""
+    knobs_digest = hashlib.sha256(tc.binding_knobs().encode()).hexdigest()[:8]
+    return f"{_source_digest()}-{knobs_digest}"
 
 
-def kernels_digest() -> str:
-    """Identity of the code a plan is computed from (kernels and this planner)."""
-    import os
-
+@functools.lru_cache(maxsize=1)  # source files do not change under a running process
+def _source_digest() -> str:
     h = hashlib.sha256()
-    folders = [os.path.dirname(kernels.__file__)]
-    for folder in folders:
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".py"):
-                with open(os.path.join(folder, name), "rb") as f:
-                    h.update(name.encode() + b"\0" + f.read())
+    folder = os.path.dirname(kernels.__file__)
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
     with open(__file__, "rb") as f:
         h.update(f.read())
     return h.hexdigest()[:16]
+
+
+def kernel_functions() -> list:
+    """Every JIT function of the ``kernels`` package, helpers included."""
+    fns = [v for name, mod in sorted(sys.modules.items())
+           if name == "kernels" or name.startswith("kernels.") for v in vars(mod).values() if tc.is_jit_function(v)]
+    return list({id(f): f for f in fns}.values())
 
 
 def settle_kernel_hashes() -> None:
     """Triton's source hashes of every JIT function in ``kernels``, made independent of the order
     this process hashes them in (see triton_compat.settle_kernel_hashes); before any compile
     hash is computed or a kernel compiled."""
-    import sys
-
-    fns = [v for name, mod in sorted(sys.modules.items())
-           if name == "kernels" or name.startswith("kernels.") for v in vars(mod).values() if tc.is_jit_function(v)]
-    tc.settle_kernel_hashes(list({id(f): f for f in fns}.values()))
+    tc.settle_kernel_hashes(kernel_functions())
 
 
 def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: bool = True,
@@ -239,7 +236,7 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                         spec_id = f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
                     else:
                         spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
-                kernel, key = request_key(launch)
+                kernel, key = tc.request_key_of(launch)
                 if (kernel, key) in seen:
                     continue
                 if spec_id in ids:  # same readable id, different specialization: disambiguate stably
@@ -252,29 +249,3 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
                 seen[(kernel, key)] = spec
                 specs.append(spec)
     return Plan(cfg, target_name, specs)
-
-
-def memoized_plan(cfg: DeploymentConfig, target: str, fingerprint_digest: str, caches, *, offline: bool) -> Plan:
-    """The plan, from a memo in one of ``caches`` (KernelCache, read in order) written by an
-    earlier start or prebuild for the same config, target, toolchain, kernel source and binding
-    knobs; else computed and memoized in the last cache that takes the write (the writable one
-    is last when the primary is read-only). A memo that does not decode is ignored."""
-    from .cache import _read_json, atomic_write_json
-
-    knobs_digest = hashlib.sha256(tc.binding_knobs().encode()).hexdigest()[:8]
-    name = f"{cfg.geometry_hash()}-{target}-{fingerprint_digest}-{kernels_digest()}-{knobs_digest}.json"
-    for c in caches:
-        memo = _read_json(os.path.join(c.root, "plans", name))
-        if isinstance(memo, list):
-            try:
-                return build_plan(cfg, target, offline=offline, memo=memo)
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("ignoring unusable plan memo %s (%s)", name, exc)
-    plan = build_plan(cfg, target, offline=offline)
-    for c in reversed(caches):
-        try:
-            atomic_write_json(os.path.join(c.root, "plans", name), plan.to_memo())
-            break
-        except OSError:
-            continue
-    return plan

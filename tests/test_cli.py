@@ -187,8 +187,10 @@ def test_usage_errors_exit_2(tmp_path):
 
 
 def test_unloadable_is_reported():
-    from qsa_warmup.cache import KernelCache
+    from qsa_warmup.cache import BoundCache, Fingerprint, Lookup
+    from qsa_warmup.config import load_config
 
-    status = KernelCache("/nonexistent").loadable({"spec": "s", "shared": 300_000, "threads": 128}, "sm_90")
+    cache = BoundCache(load_config(preset="tiny"), "sm_90", "/nonexistent", fingerprint=Fingerprint({}))
+    status = cache.loadable(Lookup("s", "ok", entry={"shared": 300_000, "threads": 128}))
     assert status.state == "unloadable" and "300000" in status.reason and "232448" in status.reason
-    assert KernelCache("/nonexistent").loadable({"spec": "s", "shared": 100_000, "threads": 128}, "sm_90") is None
+    assert cache.loadable(Lookup("s", "ok", entry={"shared": 100_000, "threads": 128})).ok

@@ -14,7 +14,6 @@ def test_scoring_variants_fit_sm90_shared_memory():
         import json, torch
         from kernels import TensorMeta, decode_scores_launch, prefill_scores_launch
         from qsa_warmup import triton_compat as tc
-        from qsa_warmup.cache import TARGET_LIMITS
         M = TensorMeta
         out = []
         with tc.active_driver(tc.parse_target("sm_90")):
@@ -28,7 +27,7 @@ def test_scoring_variants_fit_sm90_shared_memory():
                     for name, launch in (("prefill", pre), ("decode", dec)):
                         info = tc.compiled_info(launch.warmup())
                         out.append([name, str(dt), heads, dim, info.shared, info.threads])
-        print(json.dumps({"limit": TARGET_LIMITS[90][0], "variants": out}))
+        print(json.dumps({"limit": tc.target_limits(90)[0], "variants": out}))
     """, timeout=900)
     result = last_json(p)
     too_big = [v for v in result["variants"] if v[4] > result["limit"]]

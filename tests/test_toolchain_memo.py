@@ -67,14 +67,14 @@ print(json.dumps({{"dirs": nvd.libcuda_dirs(), "lookups": len(calls)}}))
 def test_stat_identity_follows_the_files(tmp_path):
     out = last_json(python(f"""
 import json, os
-from qsa_warmup import triton_compat as tc
+from qsa_warmup.triton_compat.toolchain import stat_identity
 path = {str(tmp_path / "f")!r}
 open(path, "w").write("a")
-first = tc._stat_identity([path])
-same = tc._stat_identity([path])
+first = stat_identity([path])
+same = stat_identity([path])
 os.utime(path, ns=(1, 1))
-touched = tc._stat_identity([path])
-print(json.dumps([first == same, first != touched, tc._stat_identity([path], "x") != touched]))
+touched = stat_identity([path])
+print(json.dumps([first == same, first != touched, stat_identity([path], "x") != touched]))
 """))
     assert out == [True, True, True]
 
@@ -128,15 +128,15 @@ import json, os
 from triton import knobs
 knobs.cache.dir = {str(tmp_path / "triton")!r}
 from triton.runtime.build import compile_module_from_src
-from qsa_warmup import triton_compat as tc
+from qsa_warmup.triton_compat import launchers as L
 src = '''#include <Python.h>
 static struct PyModuleDef mod = {{PyModuleDef_HEAD_INIT, "__triton_launcher", NULL, -1, NULL}};
 PyMODINIT_FUNC PyInit___triton_launcher(void) {{ return PyModule_Create(&mod); }}
 '''
-before = tc._launcher_in_file_cache(src)
+before = L.launcher_in_file_cache(src)
 compile_module_from_src(src=src, name="__triton_launcher")
-print(json.dumps({{"before": before, "after": tc._launcher_in_file_cache(src),
-                  "other": tc._launcher_in_file_cache(src + "// another launcher")}}))
+print(json.dumps({{"before": before, "after": L.launcher_in_file_cache(src),
+                  "other": L.launcher_in_file_cache(src + "// another launcher")}}))
 """))
     assert out == {"before": False, "after": True, "other": False}
 
@@ -147,6 +147,7 @@ import json, threading
 from types import SimpleNamespace
 from triton.backends.nvidia import driver as nvd
 from qsa_warmup import triton_compat as tc
+from qsa_warmup.triton_compat import launchers as L
 both_running = threading.Barrier(2, timeout=20)  # two builds must overlap, or this times out
 built = []
 def build(src, name, library_dirs=None, include_dirs=None, libraries=None, ccflags=None):
@@ -156,7 +157,7 @@ def build(src, name, library_dirs=None, include_dirs=None, libraries=None, ccfla
 nvd.make_launcher = lambda constants, signature, meta: signature[0]
 nvd.compile_module_from_src = build
 nvd.library_dirs = lambda: []
-tc._launcher_in_file_cache = lambda source: source == "cached"
+L.launcher_in_file_cache = lambda source: source == "cached"
 def kernel(sig):
     fn = SimpleNamespace(arg_names=["x", "BLOCK"])
     return SimpleNamespace(src=SimpleNamespace(constants={"BLOCK": 4}, signature={0: sig}, fn=fn),
@@ -174,6 +175,7 @@ import contextlib, json
 from types import SimpleNamespace
 from triton.backends.nvidia import driver as nvd
 from qsa_warmup import triton_compat as tc
+from qsa_warmup.triton_compat import launchers as L
 built, held = [], []
 nvd.make_launcher = lambda constants, signature, meta: signature[0]
 nvd.compile_module_from_src = lambda src, name, **kw: built.append(src)
@@ -181,10 +183,10 @@ nvd.library_dirs = lambda: []
 in_cache = {"a": False, "b": False}
 @contextlib.contextmanager
 def guard(key):  # stands for the cross-process lock: "a" was built while this waited for it
-    held.append(key == tc._launcher_key("a") or key == tc._launcher_key("b"))
+    held.append(key == L._launcher_key("a") or key == L._launcher_key("b"))
     in_cache["a"] = True
     yield
-tc._launcher_in_file_cache = lambda source: in_cache[source]
+L.launcher_in_file_cache = lambda source: in_cache[source]
 kernels = [SimpleNamespace(src=SimpleNamespace(constants={}, signature={0: s}, fn=None), metadata=None)
            for s in ("a", "b")]
 n = tc.prepare_launchers(kernels, jobs=1, guard=guard)

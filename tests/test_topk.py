@@ -194,9 +194,8 @@ def test_topk_split_path_by_shape_with_views(device):
     assert (out_all[0] == INT_POISON).all() and (out_all[5] == INT_POISON).all(), "wrote outside the view"
 
 
-@pytest.mark.parametrize("radix", [True, False])
 @pytest.mark.parametrize("block", [1024, 2048])
-def test_topk_streaming_constants_small_block(device, block, radix):
+def test_topk_streaming_constants_small_block(device, block):
     # the streaming branch's code with a small chunk, so several chunk boundaries are crossed
     gen = torch.Generator().manual_seed(block)
     width, k = 5000, 900
@@ -204,7 +203,7 @@ def test_topk_streaming_constants_small_block(device, block, radix):
     logits = torch.randn(len(lengths), width, generator=gen).round(decimals=1)  # many ties
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
     launch = ragged_topk_launch(logits.to(device), lengths.to(device), k, out,
-                                config=TopkConfig("streaming", block, 4, 256, radix=radix))
+                                config=TopkConfig("streaming", block, 4, 256))
     launch.run()
     assert_topk_matches(out, logits, lengths, k)
 
@@ -229,8 +228,7 @@ def test_topk_bad_input(bad, exc, word):
         ragged_topk(**args)
 
 
-@pytest.mark.parametrize("radix", [True, False])
-def test_topk_single_path_both_searches(device, radix):
+def test_topk_single_path_small_config(device):
     gen = torch.Generator().manual_seed(21)
     width, k = 3000, 333
     lengths = torch.tensor([width, 334, 333, 2000, 0], dtype=torch.int32)
@@ -238,7 +236,7 @@ def test_topk_single_path_both_searches(device, radix):
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
     cfg = topk_launch_config(width, 512)
     ragged_topk_launch(logits.to(device), lengths.to(device), k, out, config=TopkConfig(
-        cfg.path, cfg.block, cfg.num_warps, cfg.out_block, radix=radix)).run()
+        cfg.path, cfg.block, cfg.num_warps, cfg.out_block)).run()
     assert_topk_matches(out, logits, lengths, k)
 
 

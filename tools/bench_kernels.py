@@ -249,8 +249,8 @@ def topk_case(logits, visible, k, sweep):
         one_row = (TopkConfig("streaming", 8192, 16, 1024) if cols > 32768 else
                    TopkConfig("single", max(1024, triton.next_power_of_2(cols)), 16, 1024))
         cands = topk_launch_config(cols, k).candidates or 2048
-        configs = [(dataclasses.replace(one_row, num_warps=warps, radix=radix), "per-row",
-                    "radix" if radix else "bisect", warps) for radix in (True, False) for warps in (8, 16, 32)]
+        configs = [(dataclasses.replace(one_row, num_warps=warps), "per-row", "bisect", warps)
+                   for warps in (8, 16, 32)]
         configs += [(TopkConfig("split", chunk, warps, 0, candidates=cands, collect_warps=collect_warps),
                      "split", chunk, warps, cands, collect_warps)
                     for chunk in (2048, 4096, 8192) for warps in (4, 8, 16) for collect_warps in (4, 8, 16)]

@@ -1,0 +1,89 @@
+"""Strict no-JIT mode: what a compile of a ``kernels`` kernel does once warmup has run.
+
+The planned variants of every warmup in the process are kept (a process may serve several
+deployments: two models, a draft and a target), so the closest planned variant named in an
+error comes from all of them. Compiles made by a warmup itself, in the thread running it, are
+never flagged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from typing import Iterator
+
+from . import knobs
+from . import triton_compat as tc
+from .errors import ConfigError, StrictModeError
+
+__all__ = ["set_strict_mode", "strict_mode", "register_plan", "warming", "closest_planned"]
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_state = {"mode": "off", "installed": False}
+_planned: dict[str, dict[str, tuple[dict, int]]] = {}  # kernel -> spec id -> (constants, num_warps)
+_local = threading.local()
+
+
+def set_strict_mode(mode: str) -> None:
+    """off | warn | error: what a compile of a ``kernels`` kernel does after warmup."""
+    if mode not in knobs.STRICT_MODES:
+        raise ConfigError("strict", f"must be one of {', '.join(knobs.STRICT_MODES)}, got {mode!r}")
+    with _lock:
+        _state["mode"] = mode
+        if not _state["installed"]:
+            tc.install_jit_cache_hook(_on_compile_request)
+            _state["installed"] = True
+
+
+def strict_mode() -> str:
+    return _state["mode"]
+
+
+def register_plan(plan) -> None:
+    """Add a warmed plan's variants to the process's union."""
+    with _lock:
+        for spec in plan.specs:
+            consts = {k: v for k, v in spec.launch.options.items() if k not in ("num_warps", "num_stages")}
+            _planned.setdefault(spec.kernel, {})[spec.id] = (
+                json.loads(json.dumps(consts, default=str)), spec.launch.options.get("num_warps", 4))
+
+
+@contextlib.contextmanager
+def warming() -> Iterator[None]:
+    """Compiles in this thread are a warmup's own, not flagged."""
+    depth = getattr(_local, "depth", 0)
+    _local.depth = depth + 1
+    try:
+        yield
+    finally:
+        _local.depth = depth
+
+
+def closest_planned(variant) -> str | None:
+    """The planned spec of the same kernel with the fewest differing constants and warps."""
+    planned = _planned.get(variant.kernel)
+    if not planned:
+        return None
+    want = json.loads(variant.constants)
+
+    def distance(item):
+        _, (consts, warps) = item
+        return sum(want.get(k) != v for k, v in consts.items()) + (warps != variant.num_warps)
+
+    return min(planned.items(), key=distance)[0]
+
+
+def _on_compile_request(variant, module: str) -> bool:
+    mode = _state["mode"]
+    if mode == "off" or not module.startswith("kernels.") or getattr(_local, "depth", 0):
+        return False
+    text = f"{variant.kernel} num_warps={variant.num_warps} constants={variant.constants}"
+    closest = closest_planned(variant)
+    if mode == "error":
+        raise StrictModeError(text, closest)
+    log.warning("JIT compile after warmup: %s; closest planned: %s", text, closest)
+    return False
