@@ -104,7 +104,7 @@ class OfflineDriver(DriverBase):
         raise RuntimeError("the offline driver cannot run kernels")
 
 
-_driver_lock = threading.Lock()
+_driver_lock = threading.RLock()  # re-entered: a plan built inside an active_driver block
 
 
 @contextlib.contextmanager
