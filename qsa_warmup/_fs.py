@@ -19,8 +19,6 @@ import os
 import tempfile
 from typing import Callable, Iterator
 
-import filelock
-
 __all__ = ["atomic_write", "atomic_write_json", "read_json", "UNREADABLE", "sha256_bytes", "held_lock",
            "file_mode", "can_create_in"]
 
@@ -93,6 +91,8 @@ def held_lock(path: str, timeout: float, warn: Callable[[str], None] | None = No
     """Hold the file lock at ``path`` (yields True), or, past ``timeout`` seconds or where no
     lock file can be made (a read-only folder), go on without it (yields False). The kernel
     releases a killed holder's lock (flock), so a crash never leaves a folder locked."""
+    import filelock  # here, not at import: a warm start takes no lock, and the import costs ~15 ms
+
     lock = filelock.FileLock(path, timeout=timeout)
     try:
         lock.acquire()

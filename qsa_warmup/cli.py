@@ -78,8 +78,8 @@ def _resolve(args):
     else:
         gpu = tc.current_gpu_target()
         target = cfg.target if gpu is None else tc.target_name(gpu)
-        if gpu is None and args.command != "plan":
-            _note(f"no GPU here and no --target: using the config's target {target}")
+        if gpu is None:
+            log.info("no GPU here and no --target: using the config's target %s", target)
         cfg.check_target(target, "GPU target" if gpu is not None else "target")
     folder = CacheFolder(args.cache_dir or knobs.cache_dir())
     if args.command != "plan":

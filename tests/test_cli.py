@@ -194,3 +194,78 @@ def test_unloadable_is_reported():
     status = cache.loadable(Lookup("s", "ok", entry={"shared": 300_000, "threads": 128}))
     assert status.state == "unloadable" and "300000" in status.reason and "232448" in status.reason
     assert cache.loadable(Lookup("s", "ok", entry={"shared": 100_000, "threads": 128})).ok
+
+
+def one_line_error(p, code=2):
+    """The CLI's failure contract: the exit code, and one line on stderr, no traceback."""
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == code, (p.returncode, p.stderr)
+    assert len(lines) == 1 and lines[0].startswith("qsa-warmup: ") and "Traceback" not in p.stderr, p.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["plan", "prebuild", "check"])
+def test_a_target_triton_cannot_compile_for_is_refused(tmp_path, command):
+    line = one_line_error(cli(command, "--preset", "tiny", "--target", "sm_999", "--cache-dir", tmp_path / "c"))
+    assert "--target" in line and "sm_999" in line and "sm_90" in line  # names what it can compile for
+    assert not (tmp_path / "c").exists()
+
+
+def test_fp8_below_sm89_is_refused_naming_dtype_target_and_minimum():
+    line = one_line_error(cli("plan", "--target", "sm_80"))  # default has fp8
+    assert "float8_e4m3fn" in line and "sm_80" in line and "sm_89" in line
+    assert cli_json("plan", "--preset", "tiny", "--target", "sm_80")["target"] == "sm_80"  # bf16 runs there
+
+
+def test_config_with_several_problems_names_all(tmp_path):
+    from qsa_warmup.config import PRESETS
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({**PRESETS["tiny"], "head_dim": 32, "token_topk": 63, "colour": 1,
+                                "target": "sm_70"}))
+    line = one_line_error(cli("plan", "--config", path))
+    for field in ("head_dim", "token_topk", "colour", "target"):
+        assert field in line, line
+
+
+def test_cache_dir_that_is_a_file_is_an_error(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    for command in ("check", "prebuild", "info"):
+        line = one_line_error(cli(command, "--preset", "tiny", "--cache-dir", f))
+        assert str(f) in line and "not a folder" in line
+    assert f.read_text() == "x"
+
+
+@pytest.mark.parametrize("args", [["plan", "--jobs", "abc"], ["frobnicate"], [], ["plan", "--config"],
+                                  ["plan", "--preset", "tiny", "--jobs", "0"]])
+def test_usage_errors_are_one_line(args):
+    one_line_error(cli(*args))
+
+
+def test_closed_pipe_ends_quietly():
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written (plan | head -0)
+    p = subprocess.run([sys.executable, "-m", "qsa_warmup", "plan", "--preset", "tiny"], stdout=write,
+                       stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT, timeout=300)
+    os.close(write)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_prebuild_on_a_readonly_cache(built, tmp_path):
+    src = copy_of(built, tmp_path)
+    ro = str(tmp_path / "ro")
+    if not try_readonly_bind(src, ro):
+        pytest.skip("bind mounts are not permitted here")
+    try:
+        p = cli("prebuild", "--preset", "tiny", "--cache-dir", ro)  # holds everything: nothing to do
+        assert p.returncode == 0 and "read-only" in p.stderr and "holds all 5" in p.stderr, p.stderr
+    finally:
+        subprocess.run(["umount", ro])
+    os.unlink(entry_files(src, TINY_IDS[0])[0])
+    assert try_readonly_bind(src, ro)
+    try:
+        line = one_line_error(cli("prebuild", "--preset", "tiny", "--cache-dir", ro))
+        assert "read-only" in line and "1 of 5" in line
+    finally:
+        subprocess.run(["umount", ro])
