@@ -127,28 +127,37 @@ def test_trace_passes_and_catches_an_unplanned_spec(built):
     assert "UNPLANNED   _expand_kernel" in p.stdout
 
 
+PLAIN_TRITON = """
+import json
+from triton import knobs
+from qsa_warmup.config import load_config
+from qsa_warmup.planner import build_plan
+from qsa_warmup import triton_compat as tc
+plan = build_plan(load_config(preset="tiny"))
+hits = []
+knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+with tc.active_driver(tc.parse_target("sm_90")):
+    for spec in plan.specs:
+        spec.launch.warmup()
+print(json.dumps({"hits": sum(hits), "compiles": len(hits) - sum(hits), "dir": knobs.cache.dir}))
+"""
+
+
 def test_relocated_cache_hits_in_plain_triton(built, tmp_path):
-    moved = copy_of(built, tmp_path)
-    shutil.rmtree(built[0] + "-gone", ignore_errors=True)
+    # a cache whose build folder no longer exists: Triton's absolute group paths lead nowhere
+    first, moved, control = tmp_path / "first", tmp_path / "moved", tmp_path / "control"
+    shutil.copytree(built[0], first)
+    cli_json("info", "--preset", "tiny", "--cache-dir", first)  # its group files now name `first`
+    os.rename(first, moved)
+    shutil.copytree(moved, control)
+    # Triton alone on a moved copy: every lookup misses (the failure qsa-warmup exists to prevent)
+    p = python(PLAIN_TRITON, env=child_env(TRITON_CACHE_DIR=control / "triton"))
+    assert json.loads(p.stdout.strip().splitlines()[-1])["hits"] == 0
     assert cli_json("check", "--preset", "tiny", "--cache-dir", moved)["ok"] == 5
     triton_dir = cli_json("info", "--preset", "tiny", "--cache-dir", moved)["triton_cache_dir"]
     # only Triton's own cache, pointed at info's folder: every plan spec must load, none compile
-    p = python("""
-        import json
-        from triton import knobs
-        from qsa_warmup.config import load_config
-        from qsa_warmup.planner import build_plan
-        from qsa_warmup import triton_compat as tc
-        plan = build_plan(load_config(preset="tiny"))
-        hits = []
-        knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
-        with tc.active_driver(tc.parse_target("sm_90")):
-            for spec in plan.specs:
-                spec.launch.warmup()
-        print(json.dumps({"hits": sum(hits), "compiles": len(hits) - sum(hits), "dir": knobs.cache.dir}))
-    """, env=child_env(TRITON_CACHE_DIR=triton_dir))
-    result = json.loads(p.stdout.strip().splitlines()[-1])
-    assert result == {"hits": 5, "compiles": 0, "dir": triton_dir}
+    p = python(PLAIN_TRITON, env=child_env(TRITON_CACHE_DIR=triton_dir))
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == {"hits": 5, "compiles": 0, "dir": triton_dir}
 
 
 def test_readonly_relocated_cache(built, tmp_path):

@@ -96,7 +96,8 @@ def test_readonly_cache_loads_and_compiles_missing_into_overlay(built, tmp_path)
         report, _ = run_warmup(ro, env=env)
         assert report["planned"] == 5 and report["loaded"] == 5 and report["compiled"] == 1
         assert any("read-only" in w for w in report["warnings"])
-        assert not os.path.exists(os.path.join(ro, "qsa-new"))
+        overlay_entries = [f for _, _, fs in os.walk(tmp_path / "xdg") for f in fs if f == f"{VICTIM}.json"]
+        assert overlay_entries == [f"{VICTIM}.json"]  # built into this user's overlay, verified like any entry
         # second start: the overlay now holds the missing spec
         again, _ = run_warmup(ro, env=env)
         assert again["compiled"] == 0 and again["loaded"] == 5
