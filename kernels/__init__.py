@@ -6,22 +6,64 @@ which variants the ops can request.
 """
 
 from ._launch import KernelLaunch, TensorMeta, interpreting
-from .decode import (DecodeConfig, decode_launch_config, decode_scores_launch, decode_tile_shape,
-                     decode_tiles_per_program, qsa_paged_decode_scores, qsa_select_paged_decode)
+from .decode import (
+    DecodeConfig,
+    decode_launch_config,
+    decode_scores_launch,
+    decode_tile_shape,
+    decode_tiles_per_program,
+    qsa_paged_decode_scores,
+    qsa_select_paged_decode,
+)
 from .expand import ExpandConfig, expand_launch, expand_launch_config, expand_qsa_block_indices
-from .prefill import (DEFAULT_MAX_LOGITS_MB, SHARED_MEMORY_BUDGET, PrefillConfig, prefill_launch_config,
-                      prefill_logits_layout, prefill_scores_launch, qsa_select_paged_prefill)
-from .topk import (SINGLE_PASS_MAX_COLS, SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MIN_COLS, TopkConfig, ragged_topk,
-                   ragged_topk_launch, ragged_topk_launches, topk_launch_config)
+from .prefill import (
+    DEFAULT_MAX_LOGITS_MB,
+    SHARED_MEMORY_BUDGET,
+    PrefillConfig,
+    prefill_launch_config,
+    prefill_logits_layout,
+    prefill_scores_launch,
+    qsa_select_paged_prefill,
+)
+from .topk import (
+    SINGLE_PASS_MAX_COLS,
+    SPLIT_FINISH_APART_MIN_ROWS,
+    SPLIT_MIN_COLS,
+    TopkConfig,
+    ragged_topk,
+    ragged_topk_launch,
+    ragged_topk_launches,
+    topk_launch_config,
+)
 
 __all__ = [
-    "qsa_select_paged_decode", "qsa_select_paged_prefill", "expand_qsa_block_indices", "ragged_topk",
+    "qsa_select_paged_decode",
+    "qsa_select_paged_prefill",
+    "expand_qsa_block_indices",
+    "ragged_topk",
     "qsa_paged_decode_scores",
-    "decode_launch_config", "decode_tile_shape", "decode_tiles_per_program", "prefill_launch_config",
+    "decode_launch_config",
+    "decode_tile_shape",
+    "decode_tiles_per_program",
+    "prefill_launch_config",
     "prefill_logits_layout",
-    "topk_launch_config", "expand_launch_config",
-    "decode_scores_launch", "prefill_scores_launch", "ragged_topk_launch", "ragged_topk_launches", "expand_launch",
-    "DecodeConfig", "PrefillConfig", "TopkConfig", "ExpandConfig", "KernelLaunch", "TensorMeta", "interpreting",
-    "DEFAULT_MAX_LOGITS_MB", "SHARED_MEMORY_BUDGET", "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS",
+    "topk_launch_config",
+    "expand_launch_config",
+    "decode_scores_launch",
+    "prefill_scores_launch",
+    "ragged_topk_launch",
+    "ragged_topk_launches",
+    "expand_launch",
+    "DecodeConfig",
+    "PrefillConfig",
+    "TopkConfig",
+    "ExpandConfig",
+    "KernelLaunch",
+    "TensorMeta",
+    "interpreting",
+    "DEFAULT_MAX_LOGITS_MB",
+    "SHARED_MEMORY_BUDGET",
+    "SINGLE_PASS_MAX_COLS",
+    "SPLIT_MIN_COLS",
     "SPLIT_FINISH_APART_MIN_ROWS",
 ]

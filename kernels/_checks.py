@@ -16,14 +16,18 @@ def is_tensor_like(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "data_ptr")
 
 
-def check_tensor(name: str, x, *, ndim: int | None = None, dtypes: Iterable[torch.dtype] | None = None):
+def check_tensor(
+    name: str, x, *, ndim: int | None = None, dtypes: Iterable[torch.dtype] | None = None
+):
     if not is_tensor_like(x):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if dtypes is not None:
         dtypes = tuple(dtypes)
         if x.dtype not in dtypes:
             names = ", ".join(str(d) for d in dtypes)
-            raise TypeError(f"{name} has dtype {x.dtype}; expected one of: {names} (convert with .to())")
+            raise TypeError(
+                f"{name} has dtype {x.dtype}; expected one of: {names} (convert with .to())"
+            )
     if ndim is not None and len(x.shape) != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
 
@@ -46,19 +50,25 @@ def check_same_device(**tensors) -> None:
     first_name, first = next(iter(devices.items()))
     for name, device in devices.items():
         if device != first:
-            raise ValueError(f"{name} is on {device} but {first_name} is on {first}; move them to one device")
+            raise ValueError(
+                f"{name} is on {device} but {first_name} is on {first}; move them to one device"
+            )
 
 
 def check_last_dim_contiguous(name: str, x) -> None:
     if x.shape[-1] > 1 and x.stride(-1) != 1:
-        raise ValueError(f"{name} must be contiguous in its last dimension (stride {x.stride(-1)}); call .contiguous()")
+        raise ValueError(
+            f"{name} must be contiguous in its last dimension (stride {x.stride(-1)}); call .contiguous()"
+        )
 
 
 def check_aligned(name: str, x) -> None:
     # The hot kernels specialize on 16-byte alignment of these pointers; an unaligned view
     # would silently request a variant that no warmup plan contains.
     if x.data_ptr() % 16:
-        raise ValueError(f"{name} must start on a 16-byte boundary; pass a fresh tensor or .clone() the view")
+        raise ValueError(
+            f"{name} must start on a 16-byte boundary; pass a fresh tensor or .clone() the view"
+        )
 
 
 def check_topk_geometry(token_topk, compress_ratio) -> int:
@@ -78,7 +88,9 @@ def check_scoring_inputs(q, k_cache) -> tuple[int, int, int]:
     check_tensor("q", q, ndim=3, dtypes=SUPPORTED_CACHE_DTYPES)
     check_tensor("k_cache", k_cache, ndim=4, dtypes=SUPPORTED_CACHE_DTYPES)
     if q.dtype != k_cache.dtype:
-        raise TypeError(f"q has dtype {q.dtype} but k_cache has {k_cache.dtype}; q must have the cache's dtype")
+        raise TypeError(
+            f"q has dtype {q.dtype} but k_cache has {k_cache.dtype}; q must have the cache's dtype"
+        )
     _, num_heads, head_dim = q.shape
     if not MIN_HEADS <= num_heads <= MAX_HEADS:
         raise ValueError(f"q has {num_heads} heads; supported: {MIN_HEADS}..{MAX_HEADS}")

@@ -22,13 +22,27 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_same_device, check_scoring_inputs, check_shape, check_tensor, check_topk_geometry, check_int
+from ._checks import (
+    check_int,
+    check_same_device,
+    check_scoring_inputs,
+    check_shape,
+    check_tensor,
+    check_topk_geometry,
+)
 from ._launch import KernelLaunch, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import ragged_topk
 
-__all__ = ["DecodeConfig", "decode_launch_config", "decode_tiles_per_program", "decode_tile_shape", "decode_scores_launch",
-           "qsa_paged_decode_scores", "qsa_select_paged_decode"]
+__all__ = [
+    "DecodeConfig",
+    "decode_launch_config",
+    "decode_tiles_per_program",
+    "decode_tile_shape",
+    "decode_scores_launch",
+    "qsa_paged_decode_scores",
+    "qsa_select_paged_decode",
+]
 
 # Two tile shapes (tools/bench_kernels.py --sweep, docs/benchmarks.md "Session 10"):
 # - 64 columns, 2 stages: Triton pipelines the key gather through cp.async, which wins for bf16
@@ -69,11 +83,17 @@ def decode_tiles_per_program(num_programs_at_one_tile: int) -> int:
     return 8
 
 
-def decode_tile_shape(cache_dtype: torch.dtype, num_programs_at_one_tile: int) -> tuple[int, int, int]:
+def decode_tile_shape(
+    cache_dtype: torch.dtype, num_programs_at_one_tile: int
+) -> tuple[int, int, int]:
     """(block_n, num_stages, tiles_per_program) from the number of 64-column programs."""
     if cache_dtype == torch.float8_e4m3fn:
         # 128-column tiles: the 64-column grouping, one program per 4 of its tiles
-        return DECODE_WIDE_BLOCK_N, 1, max(1, decode_tiles_per_program(num_programs_at_one_tile) // 4)
+        return (
+            DECODE_WIDE_BLOCK_N,
+            1,
+            max(1, decode_tiles_per_program(num_programs_at_one_tile) // 4),
+        )
     if num_programs_at_one_tile < DECODE_SMALL_GRID:
         return DECODE_WIDE_BLOCK_N, 1, 2
     return DECODE_BLOCK_N, 2, decode_tiles_per_program(num_programs_at_one_tile)
@@ -88,13 +108,23 @@ def decode_launch_config(
     num_columns: int,
 ) -> DecodeConfig:
     """Every launch decision of the decode scoring kernel (called by the launcher and the planner)."""
-    return _decode_launch_config(cache_dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns,
-                                 interpreting())
+    return _decode_launch_config(
+        cache_dtype,
+        num_heads,
+        head_dim,
+        decode_query_len,
+        num_requests,
+        num_columns,
+        interpreting(),
+    )
 
 
-@functools.lru_cache(maxsize=4096)  # pure and called on every decode step: keep it off the host path
-def _decode_launch_config(cache_dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns,
-                          interpret) -> DecodeConfig:
+@functools.lru_cache(
+    maxsize=4096
+)  # pure and called on every decode step: keep it off the host path
+def _decode_launch_config(
+    cache_dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns, interpret
+) -> DecodeConfig:
     heads_pad = next_power_of_2(num_heads)
     query_group = min(next_power_of_2(decode_query_len), max(1, _MAX_QUERY_TILE // heads_pad))
     heads_pad = max(heads_pad, 16 // query_group)  # tl.dot needs an operand width of at least 16
@@ -119,8 +149,10 @@ def _decode_launch_config(cache_dtype, num_heads, head_dim, decode_query_len, nu
     )
 
 
-@triton.jit(do_not_specialize=["stride_table_row"],
-            do_not_specialize_on_alignment=["page_table_ptr", "visible_blocks_ptr"])
+@triton.jit(
+    do_not_specialize=["stride_table_row"],
+    do_not_specialize_on_alignment=["page_table_ptr", "visible_blocks_ptr"],
+)
 def _decode_scores_kernel(
     q_ptr,
     k_cache_ptr,
@@ -154,29 +186,58 @@ def _decode_scores_kernel(
     if tile_start * BLOCK_N >= max_visible:
         return
     tile_end = tl.minimum(tile_start + TILES_PER_PROG, tl.cdiv(max_visible, BLOCK_N))
-    query = load_query_tile(q_ptr, request * DECODE_QUERY_LEN + first_query, DECODE_QUERY_LEN - first_query,
-                            NUM_HEADS, HEAD_DIM, BLOCK_D, QUERY_GROUP, HEADS_PAD, DOT_FP32)
+    query = load_query_tile(
+        q_ptr,
+        request * DECODE_QUERY_LEN + first_query,
+        DECODE_QUERY_LEN - first_query,
+        NUM_HEADS,
+        HEAD_DIM,
+        BLOCK_D,
+        QUERY_GROUP,
+        HEADS_PAD,
+        DOT_FP32,
+    )
     table_row_ptr = page_table_ptr + request.to(tl.int64) * stride_table_row
     column_offsets = tl.arange(0, BLOCK_N)
     out_rows = rows.to(tl.int64) * NUM_COLUMNS
     for tile in tl.range(tile_start, tile_end):
         columns = tile * BLOCK_N + column_offsets
-        score = score_columns(query, k_cache_ptr, table_row_ptr, columns, columns < max_visible,
-                              PAGE_TABLE_WIDTH, PAGE_SIZE, HEAD_DIM, BLOCK_D, BLOCK_N, QUERY_GROUP,
-                              HEADS_PAD, DOT_FP32, IMPRECISE_ACC)
-        tl.store(logits_ptr + out_rows[None, :] + columns[:, None], score,
-                 mask=valid_rows[None, :] & (columns[:, None] < visible[None, :]))
+        score = score_columns(
+            query,
+            k_cache_ptr,
+            table_row_ptr,
+            columns,
+            columns < max_visible,
+            PAGE_TABLE_WIDTH,
+            PAGE_SIZE,
+            HEAD_DIM,
+            BLOCK_D,
+            BLOCK_N,
+            QUERY_GROUP,
+            HEADS_PAD,
+            DOT_FP32,
+            IMPRECISE_ACC,
+        )
+        tl.store(
+            logits_ptr + out_rows[None, :] + columns[:, None],
+            score,
+            mask=valid_rows[None, :] & (columns[:, None] < visible[None, :]),
+        )
 
 
 def _check_decode(q, k_cache, page_table, visible_blocks, decode_query_len):
     num_heads, head_dim, page_size = check_scoring_inputs(q, k_cache)
     check_int("decode_query_len", decode_query_len, minimum=1)
     if q.shape[0] % decode_query_len:
-        raise ValueError(f"q has {q.shape[0]} rows, not a multiple of decode_query_len ({decode_query_len})")
+        raise ValueError(
+            f"q has {q.shape[0]} rows, not a multiple of decode_query_len ({decode_query_len})"
+        )
     num_requests = q.shape[0] // decode_query_len
     check_tensor("page_table", page_table, ndim=2, dtypes=(torch.int32,))
     if page_table.shape[0] != num_requests:
-        raise ValueError(f"page_table has {page_table.shape[0]} rows; expected one per request ({num_requests})")
+        raise ValueError(
+            f"page_table has {page_table.shape[0]} rows; expected one per request ({num_requests})"
+        )
     if page_table.shape[1] < 1:
         raise ValueError("page_table must have at least one column")
     if page_table.stride(1) != 1:
@@ -189,19 +250,29 @@ def _check_decode(q, k_cache, page_table, visible_blocks, decode_query_len):
     return num_heads, head_dim, page_size, num_requests
 
 
-def decode_scores_launch(q, k_cache, page_table, visible_blocks, logits, decode_query_len,
-                         config: DecodeConfig | None = None) -> KernelLaunch:
+def decode_scores_launch(
+    q,
+    k_cache,
+    page_table,
+    visible_blocks,
+    logits,
+    decode_query_len,
+    config: DecodeConfig | None = None,
+) -> KernelLaunch:
     """The launch that scores a decode batch into ``logits`` [rows, width*page_size] (float32).
 
     ``config`` overrides :func:`decode_launch_config` (tests use it to reach every branch)."""
-    num_heads, head_dim, page_size, num_requests = _check_decode(q, k_cache, page_table, visible_blocks,
-                                                                 decode_query_len)
+    num_heads, head_dim, page_size, num_requests = _check_decode(
+        q, k_cache, page_table, visible_blocks, decode_query_len
+    )
     num_columns = page_table.shape[1] * page_size
     check_tensor("logits", logits, ndim=2, dtypes=(torch.float32,))
     check_shape("logits", logits, (q.shape[0], num_columns))
     if not logits.is_contiguous():
         raise ValueError("logits must be contiguous")
-    cfg = config or decode_launch_config(q.dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns)
+    cfg = config or decode_launch_config(
+        q.dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns
+    )
     grid = (
         num_requests,
         cdiv(cdiv(num_columns, cfg.block_n), cfg.tiles_per_program),
@@ -211,10 +282,21 @@ def decode_scores_launch(q, k_cache, page_table, visible_blocks, logits, decode_
         _decode_scores_kernel,
         grid,
         (q, k_cache, page_table, visible_blocks, logits, page_table.stride(0)),
-        dict(NUM_HEADS=num_heads, HEAD_DIM=head_dim, PAGE_SIZE=page_size, PAGE_TABLE_WIDTH=page_table.shape[1],
-             DECODE_QUERY_LEN=decode_query_len, QUERY_GROUP=cfg.query_group, HEADS_PAD=cfg.heads_pad,
-             BLOCK_N=cfg.block_n, TILES_PER_PROG=cfg.tiles_per_program, DOT_FP32=cfg.dot_fp32, IMPRECISE_ACC=cfg.imprecise_acc,
-             num_warps=cfg.num_warps, num_stages=cfg.num_stages),
+        dict(
+            NUM_HEADS=num_heads,
+            HEAD_DIM=head_dim,
+            PAGE_SIZE=page_size,
+            PAGE_TABLE_WIDTH=page_table.shape[1],
+            DECODE_QUERY_LEN=decode_query_len,
+            QUERY_GROUP=cfg.query_group,
+            HEADS_PAD=cfg.heads_pad,
+            BLOCK_N=cfg.block_n,
+            TILES_PER_PROG=cfg.tiles_per_program,
+            DOT_FP32=cfg.dot_fp32,
+            IMPRECISE_ACC=cfg.imprecise_acc,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        ),
     )
 
 
@@ -224,8 +306,11 @@ def qsa_paged_decode_scores(q, k_cache, page_table, visible_blocks, decode_query
     if logits is None:
         check_tensor("page_table", page_table, ndim=2)
         check_tensor("k_cache", k_cache, ndim=4)
-        logits = torch.empty((q.shape[0], page_table.shape[1] * k_cache.shape[1]), dtype=torch.float32,
-                             device=q.device)
+        logits = torch.empty(
+            (q.shape[0], page_table.shape[1] * k_cache.shape[1]),
+            dtype=torch.float32,
+            device=q.device,
+        )
     decode_scores_launch(q, k_cache, page_table, visible_blocks, logits, decode_query_len).run()
     return logits
 

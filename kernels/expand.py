@@ -19,7 +19,13 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import SUPPORTED_POSITION_DTYPES, check_same_device, check_shape, check_tensor, check_topk_geometry
+from ._checks import (
+    SUPPORTED_POSITION_DTYPES,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    check_topk_geometry,
+)
 from ._launch import KernelLaunch, cdiv, next_power_of_2
 
 __all__ = ["ExpandConfig", "expand_launch_config", "expand_launch", "expand_qsa_block_indices"]
@@ -37,9 +43,15 @@ def expand_launch_config(token_topk: int, compress_ratio: int) -> ExpandConfig:
     return ExpandConfig(column_block=min(1024, next_power_of_2(width)), num_warps=4)
 
 
-@triton.jit(do_not_specialize=["stride_blocks_row", "stride_out_row"],
-            do_not_specialize_on_alignment=["block_indices_ptr", "query_positions_ptr", "visible_blocks_ptr",
-                                            "out_ptr"])
+@triton.jit(
+    do_not_specialize=["stride_blocks_row", "stride_out_row"],
+    do_not_specialize_on_alignment=[
+        "block_indices_ptr",
+        "query_positions_ptr",
+        "visible_blocks_ptr",
+        "out_ptr",
+    ],
+)
 def _expand_kernel(
     block_indices_ptr,
     query_positions_ptr,
@@ -60,9 +72,18 @@ def _expand_kernel(
     tail_start = ((position + 1) // COMPRESS_RATIO) * COMPRESS_RATIO
     tail_count = position + 1 - tail_start
     is_expanded = columns < expanded_count
-    block = tl.load(block_indices_ptr + row * stride_blocks_row + tl.minimum(columns // COMPRESS_RATIO, BLOCK_TOPK - 1),
-                    mask=is_expanded, other=-1)
-    token = tl.where(is_expanded, block * COMPRESS_RATIO + columns % COMPRESS_RATIO, tail_start + columns - expanded_count)
+    block = tl.load(
+        block_indices_ptr
+        + row * stride_blocks_row
+        + tl.minimum(columns // COMPRESS_RATIO, BLOCK_TOPK - 1),
+        mask=is_expanded,
+        other=-1,
+    )
+    token = tl.where(
+        is_expanded,
+        block * COMPRESS_RATIO + columns % COMPRESS_RATIO,
+        tail_start + columns - expanded_count,
+    )
     is_tail = (columns >= expanded_count) & (columns - expanded_count < tail_count)
     valid = (is_expanded & (block >= 0)) | is_tail
     out_row = out_ptr + row * stride_out_row
@@ -71,7 +92,9 @@ def _expand_kernel(
         tl.store(out_row + OUTPUT_WIDTH, expanded_count + tail_count)
 
 
-def expand_launch(block_indices, query_positions, visible_blocks, compress_ratio, token_topk, out) -> KernelLaunch:
+def expand_launch(
+    block_indices, query_positions, visible_blocks, compress_ratio, token_topk, out
+) -> KernelLaunch:
     block_topk = check_topk_geometry(token_topk, compress_ratio)
     check_tensor("block_indices", block_indices, ndim=2, dtypes=(torch.int32,))
     rows = block_indices.shape[0]
@@ -90,15 +113,30 @@ def expand_launch(block_indices, query_positions, visible_blocks, compress_ratio
     for name, t in (("query_positions", query_positions), ("visible_blocks", visible_blocks)):
         if rows > 1 and t.stride(0) != 1:
             raise ValueError(f"{name} must be contiguous; call .contiguous()")
-    check_same_device(block_indices=block_indices, query_positions=query_positions, visible_blocks=visible_blocks,
-                      out=out)
+    check_same_device(
+        block_indices=block_indices,
+        query_positions=query_positions,
+        visible_blocks=visible_blocks,
+        out=out,
+    )
     cfg = expand_launch_config(token_topk, compress_ratio)
     return KernelLaunch(
         _expand_kernel,
         (rows, cdiv(output_width, cfg.column_block)),
-        (block_indices, query_positions, visible_blocks, out, block_indices.stride(0), out.stride(0)),
-        dict(BLOCK_TOPK=block_topk, COMPRESS_RATIO=compress_ratio, COLUMN_BLOCK=cfg.column_block,
-             num_warps=cfg.num_warps),
+        (
+            block_indices,
+            query_positions,
+            visible_blocks,
+            out,
+            block_indices.stride(0),
+            out.stride(0),
+        ),
+        dict(
+            BLOCK_TOPK=block_topk,
+            COMPRESS_RATIO=compress_ratio,
+            COLUMN_BLOCK=cfg.column_block,
+            num_warps=cfg.num_warps,
+        ),
     )
 
 
@@ -111,4 +149,6 @@ def expand_qsa_block_indices(
     out: torch.Tensor,
 ) -> None:
     """Expand compressed blocks and compact the causal tail of the open group into ``out``."""
-    expand_launch(block_indices, query_positions, visible_blocks, compress_ratio, token_topk, out).run()
+    expand_launch(
+        block_indices, query_positions, visible_blocks, compress_ratio, token_topk, out
+    ).run()

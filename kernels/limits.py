@@ -5,8 +5,17 @@ Plain Python (no torch, no Triton), so a config can be validated without loading
 
 from __future__ import annotations
 
-__all__ = ["CACHE_DTYPES", "POSITION_DTYPES", "SHORT_DTYPE_NAMES", "MIN_ARCH", "MIN_HEADS", "MAX_HEADS",
-           "MIN_HEAD_DIM", "MAX_HEAD_DIM", "min_arch_for"]
+__all__ = [
+    "CACHE_DTYPES",
+    "POSITION_DTYPES",
+    "SHORT_DTYPE_NAMES",
+    "MIN_ARCH",
+    "MIN_HEADS",
+    "MAX_HEADS",
+    "MIN_HEAD_DIM",
+    "MAX_HEAD_DIM",
+    "min_arch_for",
+]
 
 # dtype names as torch spells them (``getattr(torch, name)``)
 CACHE_DTYPES = ("bfloat16", "float8_e4m3fn")  # q and the compressed key cache

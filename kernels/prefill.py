@@ -19,13 +19,27 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_int, check_same_device, check_scoring_inputs, check_shape, check_tensor, check_topk_geometry
+from ._checks import (
+    check_int,
+    check_same_device,
+    check_scoring_inputs,
+    check_shape,
+    check_tensor,
+    check_topk_geometry,
+)
 from ._launch import KernelLaunch, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import ragged_topk
 
-__all__ = ["PrefillConfig", "prefill_launch_config", "prefill_logits_layout", "prefill_scores_launch",
-           "qsa_select_paged_prefill", "DEFAULT_MAX_LOGITS_MB", "SHARED_MEMORY_BUDGET"]
+__all__ = [
+    "PrefillConfig",
+    "prefill_launch_config",
+    "prefill_logits_layout",
+    "prefill_scores_launch",
+    "qsa_select_paged_prefill",
+    "DEFAULT_MAX_LOGITS_MB",
+    "SHARED_MEMORY_BUDGET",
+]
 
 DEFAULT_MAX_LOGITS_MB = 512
 # Shared memory one prefill program may plan for: under the H100/H200's 227 KB, with room
@@ -52,9 +66,15 @@ class PrefillConfig:
     imprecise_acc: int  # fp8 only: products accumulated before promotion to fp32
 
 
-def _planned_shared_bytes(tile_width: int, block_d: int, block_n: int, stages: int, itemsize: int) -> int:
+def _planned_shared_bytes(
+    tile_width: int, block_d: int, block_n: int, stages: int, itemsize: int
+) -> int:
     # query operand + pipelined key tiles + the fp32 score tile's layout conversion
-    return block_d * tile_width * itemsize + stages * block_n * block_d * itemsize + block_n * tile_width * 4
+    return (
+        block_d * tile_width * itemsize
+        + stages * block_n * block_d * itemsize
+        + block_n * tile_width * 4
+    )
 
 
 def prefill_launch_config(cache_dtype: torch.dtype, num_heads: int, head_dim: int) -> PrefillConfig:
@@ -64,32 +84,54 @@ def prefill_launch_config(cache_dtype: torch.dtype, num_heads: int, head_dim: in
     heads_pad = next_power_of_2(num_heads)
     block_n, stages = 64, 2
     tile_r = max(1, min(128, _MAX_QUERY_TILE // heads_pad))
-    while tile_r > 1 and _planned_shared_bytes(tile_r * heads_pad, block_d, block_n, stages, itemsize) > SHARED_MEMORY_BUDGET:
+    while (
+        tile_r > 1
+        and _planned_shared_bytes(tile_r * heads_pad, block_d, block_n, stages, itemsize)
+        > SHARED_MEMORY_BUDGET
+    ):
         tile_r //= 2
     heads_pad = max(heads_pad, 16 // tile_r)
     tile_width = tile_r * heads_pad
     num_warps = 8 if tile_width >= 256 else 4
-    return PrefillConfig(tile_r=tile_r, heads_pad=heads_pad, block_n=block_n, k_tiles=16, num_warps=num_warps,
-                         num_stages=stages, dot_fp32=interpreting() and cache_dtype == torch.bfloat16,
-                         imprecise_acc=min(PREFILL_FP8_IMPRECISE_ACC, block_d) if itemsize == 1 else 0)
+    return PrefillConfig(
+        tile_r=tile_r,
+        heads_pad=heads_pad,
+        block_n=block_n,
+        k_tiles=16,
+        num_warps=num_warps,
+        num_stages=stages,
+        dot_fp32=interpreting() and cache_dtype == torch.bfloat16,
+        imprecise_acc=min(PREFILL_FP8_IMPRECISE_ACC, block_d) if itemsize == 1 else 0,
+    )
 
 
-def prefill_logits_layout(max_seq_len: int, compress_ratio: int, num_columns: int,
-                          max_logits_mb: float) -> tuple[int, int, int]:
+def prefill_logits_layout(
+    max_seq_len: int, compress_ratio: int, num_columns: int, max_logits_mb: float
+) -> tuple[int, int, int]:
     """(logits_width, row_stride, rows_per_chunk) for one prefill step.
 
     No row scores beyond cdiv(max_seq_len, compress_ratio) columns; the row stride is a
     multiple of 64 so every chunk's logits specialize the same way in top-k."""
     width = cdiv(max(max_seq_len, 1), compress_ratio)
-    width = min(max(_LOGITS_ROW_ALIGN, cdiv(width, _LOGITS_ROW_ALIGN) * _LOGITS_ROW_ALIGN), num_columns)
+    width = min(
+        max(_LOGITS_ROW_ALIGN, cdiv(width, _LOGITS_ROW_ALIGN) * _LOGITS_ROW_ALIGN), num_columns
+    )
     row_stride = cdiv(width, _LOGITS_ROW_ALIGN) * _LOGITS_ROW_ALIGN
     rows_per_chunk = max(1, int(max_logits_mb * 1024 * 1024) // (row_stride * 4))
     return width, row_stride, rows_per_chunk
 
 
-@triton.jit(do_not_specialize=["stride_table_row", "stride_logits_row", "num_rows", "row_offset",
-                               "page_table_width", "logits_width"],
-            do_not_specialize_on_alignment=["page_table_ptr", "query_start_loc_ptr", "visible_blocks_ptr"])
+@triton.jit(
+    do_not_specialize=[
+        "stride_table_row",
+        "stride_logits_row",
+        "num_rows",
+        "row_offset",
+        "page_table_width",
+        "logits_width",
+    ],
+    do_not_specialize_on_alignment=["page_table_ptr", "query_start_loc_ptr", "visible_blocks_ptr"],
+)
 def _prefill_scores_kernel(
     q_ptr,
     k_cache_ptr,
@@ -117,7 +159,9 @@ def _prefill_scores_kernel(
     request = tl.program_id(0)
     base = tl.load(query_start_loc_ptr)
     request_start = tl.maximum(tl.load(query_start_loc_ptr + request) - base, row_offset)
-    request_end = tl.minimum(tl.load(query_start_loc_ptr + request + 1) - base, row_offset + num_rows)
+    request_end = tl.minimum(
+        tl.load(query_start_loc_ptr + request + 1) - base, row_offset + num_rows
+    )
     first_row = request_start + tl.program_id(1) * TILE_R
     if first_row >= request_end:
         return
@@ -130,24 +174,54 @@ def _prefill_scores_kernel(
     if tile_start * BLOCK_N >= max_visible:
         return
     tile_end = tl.minimum(tile_start + K_TILES, tl.cdiv(max_visible, BLOCK_N))
-    query = load_query_tile(q_ptr, first_row, request_end - first_row, NUM_HEADS, HEAD_DIM, BLOCK_D, TILE_R,
-                            HEADS_PAD, DOT_FP32)
+    query = load_query_tile(
+        q_ptr,
+        first_row,
+        request_end - first_row,
+        NUM_HEADS,
+        HEAD_DIM,
+        BLOCK_D,
+        TILE_R,
+        HEADS_PAD,
+        DOT_FP32,
+    )
     table_row_ptr = page_table_ptr + request.to(tl.int64) * stride_table_row
     out_rows = (rows - row_offset).to(tl.int64) * stride_logits_row
     column_offsets = tl.arange(0, BLOCK_N)
     for tile in tl.range(tile_start, tile_end):
         columns = tile * BLOCK_N + column_offsets
-        score = score_columns(query, k_cache_ptr, table_row_ptr, columns, columns < max_visible, page_table_width,
-                              PAGE_SIZE, HEAD_DIM, BLOCK_D, BLOCK_N, TILE_R, HEADS_PAD, DOT_FP32, IMPRECISE_ACC)
-        tl.store(logits_ptr + out_rows[None, :] + columns[:, None], score,
-                 mask=valid_rows[None, :] & (columns[:, None] < visible[None, :]))
+        score = score_columns(
+            query,
+            k_cache_ptr,
+            table_row_ptr,
+            columns,
+            columns < max_visible,
+            page_table_width,
+            PAGE_SIZE,
+            HEAD_DIM,
+            BLOCK_D,
+            BLOCK_N,
+            TILE_R,
+            HEADS_PAD,
+            DOT_FP32,
+            IMPRECISE_ACC,
+        )
+        tl.store(
+            logits_ptr + out_rows[None, :] + columns[:, None],
+            score,
+            mask=valid_rows[None, :] & (columns[:, None] < visible[None, :]),
+        )
 
 
-def _check_prefill(q, k_cache, page_table, query_start_loc, visible_blocks, max_query_len, max_seq_len):
+def _check_prefill(
+    q, k_cache, page_table, query_start_loc, visible_blocks, max_query_len, max_seq_len
+):
     num_heads, head_dim, page_size = check_scoring_inputs(q, k_cache)
     check_tensor("page_table", page_table, ndim=2, dtypes=(torch.int32,))
     if page_table.shape[1] < 1 or page_table.stride(1) != 1:
-        raise ValueError("page_table must have at least one column and be contiguous in its last dimension")
+        raise ValueError(
+            "page_table must have at least one column and be contiguous in its last dimension"
+        )
     check_tensor("query_start_loc", query_start_loc, ndim=1, dtypes=(torch.int32,))
     check_shape("query_start_loc", query_start_loc, (page_table.shape[0] + 1,))
     check_tensor("visible_blocks", visible_blocks, ndim=1, dtypes=(torch.int32,))
@@ -157,19 +231,38 @@ def _check_prefill(q, k_cache, page_table, query_start_loc, visible_blocks, max_
             raise ValueError(f"{name} must be contiguous; call .contiguous()")
     check_int("max_query_len", max_query_len, minimum=0)
     check_int("max_seq_len", max_seq_len, minimum=0)
-    check_same_device(q=q, k_cache=k_cache, page_table=page_table, query_start_loc=query_start_loc,
-                      visible_blocks=visible_blocks)
+    check_same_device(
+        q=q,
+        k_cache=k_cache,
+        page_table=page_table,
+        query_start_loc=query_start_loc,
+        visible_blocks=visible_blocks,
+    )
     return num_heads, head_dim, page_size
 
 
-def prefill_scores_launch(q, k_cache, page_table, query_start_loc, visible_blocks, logits, max_query_len,
-                          row_offset, num_rows, logits_width, config: PrefillConfig | None = None) -> KernelLaunch:
+def prefill_scores_launch(
+    q,
+    k_cache,
+    page_table,
+    query_start_loc,
+    visible_blocks,
+    logits,
+    max_query_len,
+    row_offset,
+    num_rows,
+    logits_width,
+    config: PrefillConfig | None = None,
+) -> KernelLaunch:
     """The launch that scores rows ``[row_offset, row_offset + num_rows)`` into ``logits``
     ([num_rows, logits_width] with any row stride). ``config`` overrides the dispatch."""
-    num_heads, head_dim, page_size = _check_prefill(q, k_cache, page_table, query_start_loc, visible_blocks,
-                                                    max_query_len, 0)
+    num_heads, head_dim, page_size = _check_prefill(
+        q, k_cache, page_table, query_start_loc, visible_blocks, max_query_len, 0
+    )
     if not 0 <= row_offset <= row_offset + num_rows <= q.shape[0]:
-        raise ValueError(f"rows [{row_offset}, {row_offset + num_rows}) are outside q's {q.shape[0]} rows")
+        raise ValueError(
+            f"rows [{row_offset}, {row_offset + num_rows}) are outside q's {q.shape[0]} rows"
+        )
     check_tensor("logits", logits, ndim=2, dtypes=(torch.float32,))
     check_shape("logits", logits, (num_rows, logits_width))
     cfg = config or prefill_launch_config(q.dtype, num_heads, head_dim)
@@ -181,11 +274,33 @@ def prefill_scores_launch(q, k_cache, page_table, query_start_loc, visible_block
     return KernelLaunch(
         _prefill_scores_kernel,
         grid,
-        (q, k_cache, page_table, query_start_loc, visible_blocks, logits, page_table.stride(0), logits.stride(0),
-         num_rows, row_offset, page_table.shape[1], logits_width),
-        dict(NUM_HEADS=num_heads, HEAD_DIM=head_dim, PAGE_SIZE=page_size, TILE_R=cfg.tile_r,
-             HEADS_PAD=cfg.heads_pad, BLOCK_N=cfg.block_n, K_TILES=cfg.k_tiles, DOT_FP32=cfg.dot_fp32, IMPRECISE_ACC=cfg.imprecise_acc,
-             num_warps=cfg.num_warps, num_stages=cfg.num_stages),
+        (
+            q,
+            k_cache,
+            page_table,
+            query_start_loc,
+            visible_blocks,
+            logits,
+            page_table.stride(0),
+            logits.stride(0),
+            num_rows,
+            row_offset,
+            page_table.shape[1],
+            logits_width,
+        ),
+        dict(
+            NUM_HEADS=num_heads,
+            HEAD_DIM=head_dim,
+            PAGE_SIZE=page_size,
+            TILE_R=cfg.tile_r,
+            HEADS_PAD=cfg.heads_pad,
+            BLOCK_N=cfg.block_n,
+            K_TILES=cfg.k_tiles,
+            DOT_FP32=cfg.dot_fp32,
+            IMPRECISE_ACC=cfg.imprecise_acc,
+            num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        ),
     )
 
 
@@ -212,8 +327,14 @@ def qsa_select_paged_prefill(
     the temporary logits (a chunk holds at least one row).
     """
     block_topk = check_topk_geometry(token_topk, compress_ratio)
-    _check_prefill(q, k_cache, page_table, query_start_loc, visible_blocks, max_query_len, max_seq_len)
-    if isinstance(max_logits_mb, bool) or not isinstance(max_logits_mb, (int, float)) or not max_logits_mb > 0:
+    _check_prefill(
+        q, k_cache, page_table, query_start_loc, visible_blocks, max_query_len, max_seq_len
+    )
+    if (
+        isinstance(max_logits_mb, bool)
+        or not isinstance(max_logits_mb, (int, float))
+        or not max_logits_mb > 0
+    ):
         raise ValueError(f"max_logits_mb must be a positive number of MiB, got {max_logits_mb!r}")
     check_tensor("block_indices", block_indices, ndim=2, dtypes=(torch.int32,))
     check_shape("block_indices", block_indices, (q.shape[0], block_topk))
@@ -221,12 +342,29 @@ def qsa_select_paged_prefill(
     if rows == 0:
         return
     num_columns = page_table.shape[1] * k_cache.shape[1]
-    width, row_stride, rows_per_chunk = prefill_logits_layout(max_seq_len, compress_ratio, num_columns, max_logits_mb)
+    width, row_stride, rows_per_chunk = prefill_logits_layout(
+        max_seq_len, compress_ratio, num_columns, max_logits_mb
+    )
     chunk_rows = min(rows_per_chunk, rows)
     workspace = torch.empty((chunk_rows, row_stride), dtype=torch.float32, device=q.device)
     for start in range(0, rows, chunk_rows):
         count = min(chunk_rows, rows - start)
         logits = workspace[:count, :width]
-        prefill_scores_launch(q, k_cache, page_table, query_start_loc, visible_blocks, logits, max_query_len,
-                              start, count, width).run()
-        ragged_topk(logits, visible_blocks[start:start + count], block_topk, block_indices[start:start + count])
+        prefill_scores_launch(
+            q,
+            k_cache,
+            page_table,
+            query_start_loc,
+            visible_blocks,
+            logits,
+            max_query_len,
+            start,
+            count,
+            width,
+        ).run()
+        ragged_topk(
+            logits,
+            visible_blocks[start : start + count],
+            block_topk,
+            block_indices[start : start + count],
+        )

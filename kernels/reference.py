@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["decode_scores", "prefill_scores", "ragged_topk", "expand_block_indices", "select_blocks"]
+__all__ = [
+    "decode_scores",
+    "prefill_scores",
+    "ragged_topk",
+    "expand_block_indices",
+    "select_blocks",
+]
 
 
 def _keys(k_cache, page_table_row, num_columns):
@@ -63,7 +69,9 @@ def select_blocks(scores, visible_blocks, k):
     return ragged_topk(torch.nan_to_num(scores, nan=float("-inf")), visible_blocks, k)
 
 
-def expand_block_indices(block_indices, query_positions, visible_blocks, compress_ratio, token_topk):
+def expand_block_indices(
+    block_indices, query_positions, visible_blocks, compress_ratio, token_topk
+):
     """int64 [rows, token_topk + compress_ratio]: expanded tokens, the open group's tail, -1,
     and the trailing valid-entry count."""
     block_topk = token_topk // compress_ratio
@@ -76,10 +84,12 @@ def expand_block_indices(block_indices, query_positions, visible_blocks, compres
         tokens = []
         for rank in range(complete):
             block = int(block_indices[row, rank])
-            tokens += [block * compress_ratio + o if block >= 0 else -1 for o in range(compress_ratio)]
+            tokens += [
+                block * compress_ratio + o if block >= 0 else -1 for o in range(compress_ratio)
+            ]
         tail_start = (position + 1) // compress_ratio * compress_ratio
         tail = list(range(tail_start, position + 1))
         tokens += tail
-        out[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
+        out[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
         out[row, width] = complete * compress_ratio + len(tail)
     return out

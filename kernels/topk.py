@@ -29,8 +29,16 @@ import triton.language as tl
 from ._checks import check_int, check_same_device, check_shape, check_tensor
 from ._launch import KernelLaunch, cdiv, next_power_of_2
 
-__all__ = ["TopkConfig", "topk_launch_config", "ragged_topk_launch", "ragged_topk_launches", "ragged_topk",
-           "SINGLE_PASS_MAX_COLS", "SPLIT_MIN_COLS", "SPLIT_FINISH_APART_MIN_ROWS"]
+__all__ = [
+    "TopkConfig",
+    "topk_launch_config",
+    "ragged_topk_launch",
+    "ragged_topk_launches",
+    "ragged_topk",
+    "SINGLE_PASS_MAX_COLS",
+    "SPLIT_MIN_COLS",
+    "SPLIT_FINISH_APART_MIN_ROWS",
+]
 
 SINGLE_PASS_MAX_COLS = 32768
 _MIN_BLOCK = 1024
@@ -43,7 +51,9 @@ SPLIT_WARPS = 8
 SPLIT_CANDIDATES = 2048  # the smallest candidate list; larger k get up to SPLIT_MAX_CANDIDATES
 SPLIT_MAX_CANDIDATES = 8192
 SPLIT_MAX_GROUP = 8
-SPLIT_GROUPS_PER_KEY = 4  # group maxima per key a chunk's bound needs, or the bound searches every key
+SPLIT_GROUPS_PER_KEY = (
+    4  # group maxima per key a chunk's bound needs, or the bound searches every key
+)
 # From this many rows on, rows are finished by a third launch (one program per row) instead of
 # by the last collect program of each row: the finishing search needs ~4x the registers of the
 # scan, which caps the collect launch's occupancy once it runs in many waves. H200, 32K columns,
@@ -93,11 +103,25 @@ def _launch_config(num_cols: int, k: int, finish_apart: bool) -> TopkConfig:
         groups_wanted = SPLIT_GROUPS_PER_KEY * cdiv(k, 8)
         group = max(1, min(SPLIT_MAX_GROUP, next_power_of_2(SPLIT_CHUNK // groups_wanted + 1) // 2))
         if finish_apart:  # the collect launch only scans; the finishing block sizes its own warps
-            return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=candidates,
-                              collect_warps=SPLIT_WARPS, group=group,
-                              finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512))
-        return TopkConfig("split", SPLIT_CHUNK, SPLIT_WARPS, _OUT_BLOCK, candidates=candidates,
-                          collect_warps=max(SPLIT_WARPS, candidates // 256), group=group)
+            return TopkConfig(
+                "split",
+                SPLIT_CHUNK,
+                SPLIT_WARPS,
+                _OUT_BLOCK,
+                candidates=candidates,
+                collect_warps=SPLIT_WARPS,
+                group=group,
+                finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512),
+            )
+        return TopkConfig(
+            "split",
+            SPLIT_CHUNK,
+            SPLIT_WARPS,
+            _OUT_BLOCK,
+            candidates=candidates,
+            collect_warps=max(SPLIT_WARPS, candidates // 256),
+            group=group,
+        )
     if num_cols > SINGLE_PASS_MAX_COLS:
         return TopkConfig("streaming", _STREAM_BLOCK, 16, _OUT_BLOCK)
     block = max(_MIN_BLOCK, next_power_of_2(max(num_cols, 1)))
@@ -125,7 +149,9 @@ def _count_at_least(row_ptr, keys, n, threshold, BLOCK: tl.constexpr, SINGLE: tl
         count = 0
         for start in range(0, n, BLOCK):
             cols = start + offsets
-            count += tl.sum(((cols < n) & (_load_keys(row_ptr, cols, n) >= threshold)).to(tl.int32), axis=0)
+            count += tl.sum(
+                ((cols < n) & (_load_keys(row_ptr, cols, n) >= threshold)).to(tl.int32), axis=0
+            )
     return count
 
 
@@ -145,8 +171,9 @@ def _kth_largest_bisect(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.con
 
 
 @triton.jit
-def _write_selected(row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK: tl.constexpr,
-                    SINGLE: tl.constexpr):
+def _write_selected(
+    row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK: tl.constexpr, SINGLE: tl.constexpr
+):
     """Write the row's columns above ``threshold`` and its first ``ties_needed`` columns equal to
     it (lowest index first), compacted; ``keys`` holds the row when SINGLE, else it is reloaded."""
     offsets = tl.arange(0, BLOCK)
@@ -169,8 +196,10 @@ def _write_selected(row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK
         ties_seen += tl.sum(tie.to(tl.int32), axis=0)
 
 
-@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k"],
-            do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"])
+@triton.jit(
+    do_not_specialize=["stride_out_row", "num_cols", "k"],
+    do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"],
+)
 def _ragged_topk_kernel(
     logits_ptr,
     lengths_ptr,
@@ -312,10 +341,12 @@ def _split_five_ways(keys, valid, need, low, high):
     t3 = tl.minimum(low + 3 * step, high - 1)
     t4 = tl.minimum(low + 4 * step, high - 1)
     one = tl.full((), 1, tl.int64)
-    packed = (tl.where(valid & (keys >= t1.to(tl.int32)), one, 0)
-              + tl.where(valid & (keys >= t2.to(tl.int32)), one << 16, 0)
-              + tl.where(valid & (keys >= t3.to(tl.int32)), one << 32, 0)
-              + tl.where(valid & (keys >= t4.to(tl.int32)), one << 48, 0))
+    packed = (
+        tl.where(valid & (keys >= t1.to(tl.int32)), one, 0)
+        + tl.where(valid & (keys >= t2.to(tl.int32)), one << 16, 0)
+        + tl.where(valid & (keys >= t3.to(tl.int32)), one << 32, 0)
+        + tl.where(valid & (keys >= t4.to(tl.int32)), one << 48, 0)
+    )
     total = tl.sum(packed, axis=0)
     # counts fall as thresholds rise: the thresholds with enough keys form a prefix
     ok1 = (total & 0xFFFF) >= need
@@ -328,7 +359,9 @@ def _split_five_ways(keys, valid, need, low, high):
 
 
 @triton.jit
-def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDIDATES: tl.constexpr):
+def _finish_row(
+    row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDIDATES: tl.constexpr
+):
     """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
     row's candidate list (every column with key >= low, when it did not overflow; an overflowed
     list is ignored and the whole row searched)."""
@@ -354,8 +387,10 @@ def _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, low, num_cands, CANDI
         _write_selected(row_ptr, out_row_ptr, slots, n, threshold, ties_needed, CANDIDATES, False)
 
 
-@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k"],
-            do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"])
+@triton.jit(
+    do_not_specialize=["stride_out_row", "num_cols", "k"],
+    do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"],
+)
 def _split_collect_kernel(
     logits_ptr,
     lengths_ptr,
@@ -402,8 +437,10 @@ def _split_collect_kernel(
                 _finish_row(row_ptr, row_cands_ptr, out_row_ptr, n, k, bound, num_cands, CANDIDATES)
 
 
-@triton.jit(do_not_specialize=["stride_out_row", "num_cols", "k", "nchunks"],
-            do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"])
+@triton.jit(
+    do_not_specialize=["stride_out_row", "num_cols", "k", "nchunks"],
+    do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"],
+)
 def _split_finish_kernel(
     logits_ptr,
     lengths_ptr,
@@ -426,8 +463,16 @@ def _split_finish_kernel(
     if n > k:
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
-        _finish_row(logits_ptr + row.to(tl.int64) * stride_logits_row, cands_ptr + row.to(tl.int64) * CANDIDATES,
-                    out_ptr + row.to(tl.int64) * stride_out_row, n, k, bound, num_cands, CANDIDATES)
+        _finish_row(
+            logits_ptr + row.to(tl.int64) * stride_logits_row,
+            cands_ptr + row.to(tl.int64) * CANDIDATES,
+            out_ptr + row.to(tl.int64) * stride_out_row,
+            n,
+            k,
+            bound,
+            num_cands,
+            CANDIDATES,
+        )
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
@@ -438,18 +483,45 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
     grid = (rows, nchunks)
     finish_apart = cfg.finish_warps > 0
     launches = [
-        KernelLaunch(_split_bound_kernel, grid, (logits, lengths, counts, bounds, stride, num_cols, k),
-                     dict(CHUNK=cfg.block, GROUP=cfg.group, num_warps=cfg.num_warps)),
-        KernelLaunch(_split_collect_kernel, grid,
-                     (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k),
-                     dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, FINISH=not finish_apart,
-                          num_warps=cfg.collect_warps)),
+        KernelLaunch(
+            _split_bound_kernel,
+            grid,
+            (logits, lengths, counts, bounds, stride, num_cols, k),
+            dict(CHUNK=cfg.block, GROUP=cfg.group, num_warps=cfg.num_warps),
+        ),
+        KernelLaunch(
+            _split_collect_kernel,
+            grid,
+            (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k),
+            dict(
+                CHUNK=cfg.block,
+                CANDIDATES=cfg.candidates,
+                FINISH=not finish_apart,
+                num_warps=cfg.collect_warps,
+            ),
+        ),
     ]
     if finish_apart:
-        launches.append(KernelLaunch(
-            _split_finish_kernel, (rows,),
-            (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k, nchunks),
-            dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, num_warps=cfg.finish_warps)))
+        launches.append(
+            KernelLaunch(
+                _split_finish_kernel,
+                (rows,),
+                (
+                    logits,
+                    lengths,
+                    counts,
+                    bounds,
+                    cands,
+                    out,
+                    stride,
+                    out.stride(0),
+                    num_cols,
+                    k,
+                    nchunks,
+                ),
+                dict(CHUNK=cfg.block, CANDIDATES=cfg.candidates, num_warps=cfg.finish_warps),
+            )
+        )
     return launches
 
 
@@ -466,7 +538,9 @@ def _workspace(logits, *sizes):
     return flat.split_with_sizes(padded) if total else [flat] * len(sizes)
 
 
-def ragged_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None) -> list[KernelLaunch]:
+def ragged_topk_launches(
+    logits, lengths, k, out, config: TopkConfig | None = None
+) -> list[KernelLaunch]:
     """Every launch of one ragged top-k, in order; ``config`` overrides
     :func:`topk_launch_config` (tests, benchmarks)."""
     _check_topk(logits, lengths, k, out)
@@ -504,8 +578,12 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
         _ragged_topk_kernel,
         (rows,),
         (logits, lengths, out, logits.stride(0), out.stride(0), num_cols, k),
-        dict(BLOCK=cfg.block, SINGLE=cfg.path == "single", OUT_BLOCK=cfg.out_block,
-             num_warps=cfg.num_warps),
+        dict(
+            BLOCK=cfg.block,
+            SINGLE=cfg.path == "single",
+            OUT_BLOCK=cfg.out_block,
+            num_warps=cfg.num_warps,
+        ),
     )
 
 

@@ -19,12 +19,22 @@ import os
 import tempfile
 from typing import Callable, Iterator
 
-__all__ = ["atomic_write", "atomic_write_json", "read_json", "UNREADABLE", "sha256_bytes", "held_lock",
-           "file_mode", "can_create_in"]
+__all__ = [
+    "atomic_write",
+    "atomic_write_json",
+    "read_json",
+    "UNREADABLE",
+    "sha256_bytes",
+    "held_lock",
+    "file_mode",
+    "can_create_in",
+]
 
 log = logging.getLogger(__name__)
 
-UNREADABLE = {"__unreadable__": True}  # what read_json returns for a file that exists but does not decode
+UNREADABLE = {
+    "__unreadable__": True
+}  # what read_json returns for a file that exists but does not decode
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,7 +97,9 @@ def sha256_bytes(data: bytes) -> str:
 
 
 @contextlib.contextmanager
-def held_lock(path: str, timeout: float, warn: Callable[[str], None] | None = None) -> Iterator[bool]:
+def held_lock(
+    path: str, timeout: float, warn: Callable[[str], None] | None = None
+) -> Iterator[bool]:
     """Hold the file lock at ``path`` (yields True), or, past ``timeout`` seconds or where no
     lock file can be made (a read-only folder), go on without it (yields False). The kernel
     releases a killed holder's lock (flock), so a crash never leaves a folder locked."""

@@ -66,8 +66,14 @@ class CacheFolder:
         while not os.path.lexists(probe):
             probe = os.path.dirname(probe)
         if not os.path.isdir(probe):
-            what = "is not a folder" if probe == self.root else f"cannot be made: {probe} is not a folder"
-            raise CacheError(self.root, f"{what}; give --cache-dir (or QSA_WARMUP_CACHE_DIR) a folder")
+            what = (
+                "is not a folder"
+                if probe == self.root
+                else f"cannot be made: {probe} is not a folder"
+            )
+            raise CacheError(
+                self.root, f"{what}; give --cache-dir (or QSA_WARMUP_CACHE_DIR) a folder"
+            )
 
     def writable(self) -> bool:
         probe = self.root
@@ -80,7 +86,9 @@ class CacheFolder:
             for d in (self.triton_dir, self.qsa_dir, self.lock_dir):
                 os.makedirs(d, exist_ok=True)
         except OSError as exc:
-            raise CacheError(self.root, f"cannot create the cache folder ({exc.strerror})") from None
+            raise CacheError(
+                self.root, f"cannot create the cache folder ({exc.strerror})"
+            ) from None
 
     # -- relocation (for processes that use Triton alone) --------------------------------------
     def misplaced_groups(self) -> list[str]:
@@ -105,17 +113,27 @@ class CacheFolder:
         if self.writable():
             for grp in misplaced:
                 tc.repoint_group_file(grp)
-            log.info("re-pointed %d group files after the cache moved to %s", len(misplaced), self.root)
+            log.info(
+                "re-pointed %d group files after the cache moved to %s", len(misplaced), self.root
+            )
             return self.triton_dir
         overlay = overlay_folder(self)
         if overlay is None:
-            raise CacheError(self.root, "moved and read-only, and no writable overlay folder for re-pointed "
-                                        "group files; set XDG_CACHE_HOME or TMPDIR to a writable folder")
+            raise CacheError(
+                self.root,
+                "moved and read-only, and no writable overlay folder for re-pointed "
+                "group files; set XDG_CACHE_HOME or TMPDIR to a writable folder",
+            )
         for grp in misplaced:
-            target = os.path.join(overlay.triton_dir, os.path.basename(os.path.dirname(grp)), os.path.basename(grp))
+            target = os.path.join(
+                overlay.triton_dir, os.path.basename(os.path.dirname(grp)), os.path.basename(grp)
+            )
             atomic_write_json(target, tc.repointed_group(grp)[0])
-        log.warning("cache %s is read-only and was moved: plain Triton should use %s", self.root,
-                    overlay.triton_dir)
+        log.warning(
+            "cache %s is read-only and was moved: plain Triton should use %s",
+            self.root,
+            overlay.triton_dir,
+        )
         return overlay.triton_dir
 
     def stats(self) -> dict:
@@ -137,8 +155,10 @@ def overlay_folder(primary: CacheFolder) -> CacheFolder | None:
     import platformdirs
 
     name = hashlib.sha256(primary.root.encode()).hexdigest()[:16]
-    bases = (platformdirs.user_cache_dir("qsa-warmup-overlays"),
-             os.path.join(tempfile.gettempdir(), f"qsa-warmup-overlays-{os.getuid()}"))
+    bases = (
+        platformdirs.user_cache_dir("qsa-warmup-overlays"),
+        os.path.join(tempfile.gettempdir(), f"qsa-warmup-overlays-{os.getuid()}"),
+    )
     for base in bases:
         folder = CacheFolder(os.path.join(base, name))
         try:
@@ -164,8 +184,11 @@ class Fingerprint:
 
     def differences(self, other: "Fingerprint") -> list[str]:
         """Human-readable parts that differ, e.g. ``python 3.11 vs 3.12`` (self = cached)."""
-        return [f"{name} {self.parts.get(name)} vs {other.parts.get(name)}"
-                for name in sorted(set(self.parts) | set(other.parts)) if self.parts.get(name) != other.parts.get(name)]
+        return [
+            f"{name} {self.parts.get(name)} vs {other.parts.get(name)}"
+            for name in sorted(set(self.parts) | set(other.parts))
+            if self.parts.get(name) != other.parts.get(name)
+        ]
 
 
 @dataclass
@@ -196,8 +219,15 @@ class BoundCache:
     ``overlay``: the folder compiles go to when ``primary`` is read-only (found with
     :func:`overlay_folder` unless given; None with ``primary`` writable)."""
 
-    def __init__(self, config: DeploymentConfig, target: str, primary: CacheFolder | str, *,
-                 overlay: CacheFolder | None = None, fingerprint: Fingerprint | None = None):
+    def __init__(
+        self,
+        config: DeploymentConfig,
+        target: str,
+        primary: CacheFolder | str,
+        *,
+        overlay: CacheFolder | None = None,
+        fingerprint: Fingerprint | None = None,
+    ):
         self.config = config
         self.target = target
         self.primary = primary if isinstance(primary, CacheFolder) else CacheFolder(primary)
@@ -244,7 +274,7 @@ class BoundCache:
                 except (KeyError, TypeError, ValueError) as exc:
                     log.warning("ignoring unusable plan memo in %s (%s)", folder.plans_dir, exc)
         plan = build_plan(self.config, self.target, offline=offline)
-        for folder in ([self.write_folder] if self.write_folder else []):
+        for folder in [self.write_folder] if self.write_folder else []:
             try:
                 atomic_write_json(self.plan_memo_path(folder, digest), plan.to_memo())
             except OSError:
@@ -270,7 +300,11 @@ class BoundCache:
                         others.append(Fingerprint(data["fingerprint"]))
         if not others:
             return None
-        return "; ".join(min(others, key=lambda o: len(o.differences(self.fingerprint))).differences(self.fingerprint))
+        return "; ".join(
+            min(others, key=lambda o: len(o.differences(self.fingerprint))).differences(
+                self.fingerprint
+            )
+        )
 
     def lookup(self, spec) -> Lookup:
         """The verified entry of ``spec`` in the first layer that has one, or why none does:
@@ -297,18 +331,31 @@ class BoundCache:
         entry = read_json(self.entry_path(folder, spec.id))
         if entry is None:
             return Lookup(spec.id, "missing", "not built")
-        if entry is UNREADABLE or not isinstance(entry, dict) or not isinstance(entry.get("files"), dict) \
-                or not isinstance(entry.get("folder"), str) or os.sep in entry["folder"] or entry["folder"] in ("", ".", ".."):
+        if (
+            entry is UNREADABLE
+            or not isinstance(entry, dict)
+            or not isinstance(entry.get("files"), dict)
+            or not isinstance(entry.get("folder"), str)
+            or os.sep in entry["folder"]
+            or entry["folder"] in ("", ".", "..")
+        ):
             return Lookup(spec.id, "corrupt", "manifest entry unreadable")
         if entry.get("kernel") != spec.kernel or entry.get("key") != spec.key:
             return Lookup(spec.id, "missing", "entry was built for another specialization", entry)
         if spec.compile_hash and entry.get("hash") != spec.compile_hash:
-            return Lookup(spec.id, "missing", "entry was built from other kernel source or compile options", entry)
+            return Lookup(
+                spec.id,
+                "missing",
+                "entry was built from other kernel source or compile options",
+                entry,
+            )
         entry_dir = os.path.join(folder.triton_dir, entry["folder"])
         if not os.path.isdir(entry_dir):
             return Lookup(spec.id, "missing", f"triton/{entry['folder']} is gone", entry)
         if not tc.group_file_paths(entry_dir):
-            return Lookup(spec.id, "corrupt", f"triton/{entry['folder']}: group file missing", entry)
+            return Lookup(
+                spec.id, "corrupt", f"triton/{entry['folder']}: group file missing", entry
+            )
         contents = {}
         for name, digest in entry["files"].items():
             path = os.path.join(entry_dir, os.path.basename(name))
@@ -333,11 +380,19 @@ class BoundCache:
         max_shared, max_threads = limits
         entry = lookup.entry
         if entry.get("shared", 0) > max_shared:
-            return Lookup(lookup.spec_id, "unloadable",
-                          f"needs {entry['shared']} B shared memory, {self.target} allows {max_shared} B", entry)
+            return Lookup(
+                lookup.spec_id,
+                "unloadable",
+                f"needs {entry['shared']} B shared memory, {self.target} allows {max_shared} B",
+                entry,
+            )
         if entry.get("threads", 0) > max_threads:
-            return Lookup(lookup.spec_id, "unloadable",
-                          f"needs {entry['threads']} threads, {self.target} allows {max_threads}", entry)
+            return Lookup(
+                lookup.spec_id,
+                "unloadable",
+                f"needs {entry['threads']} threads, {self.target} allows {max_threads}",
+                entry,
+            )
         return lookup
 
     def check(self, plan) -> list[Lookup]:
@@ -347,9 +402,15 @@ class BoundCache:
     # -- record ---------------------------------------------------------------------------------
     def write_manifest(self, spec_ids) -> None:
         folder = self._require_write_folder()
-        atomic_write_json(os.path.join(self.manifest_dir(folder), "manifest.json"), {
-            "config": self.config.to_dict(), "target": self.target, "fingerprint": self.fingerprint.parts,
-            "specs": list(spec_ids)})
+        atomic_write_json(
+            os.path.join(self.manifest_dir(folder), "manifest.json"),
+            {
+                "config": self.config.to_dict(),
+                "target": self.target,
+                "fingerprint": self.fingerprint.parts,
+                "specs": list(spec_ids),
+            },
+        )
 
     def record(self, spec, compiled) -> dict:
         """Checksum the files Triton just wrote for ``spec`` (in the write folder) and write the
@@ -364,9 +425,18 @@ class BoundCache:
                 continue
             with open(path, "rb") as f:
                 files[name] = sha256_bytes(f.read())
-        entry = {"spec": spec.id, "kernel": spec.kernel, "key": spec.key, "hash": info.hash,
-                 "folder": os.path.basename(entry_dir), "files": files, "shared": info.shared,
-                 "threads": info.threads, "num_warps": info.num_warps, "target": info.target}
+        entry = {
+            "spec": spec.id,
+            "kernel": spec.kernel,
+            "key": spec.key,
+            "hash": info.hash,
+            "folder": os.path.basename(entry_dir),
+            "files": files,
+            "shared": info.shared,
+            "threads": info.threads,
+            "num_warps": info.num_warps,
+            "target": info.target,
+        }
         atomic_write_json(self.entry_path(folder, spec.id), entry)
         self.built.append(spec.id)
         return entry

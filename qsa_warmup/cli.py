@@ -40,22 +40,41 @@ def _parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="deployment config (JSON)")
     common.add_argument("--preset", metavar="NAME", help="embedded config (default: 'default')")
-    common.add_argument("--target", metavar="SM",
-                        help="GPU target such as sm_90 (default: this GPU, else the config's)")
-    common.add_argument("--cache-dir", metavar="DIR",
-                        help=f"cache folder (default: ${knobs.CACHE_DIR_ENV} or the user cache)")
-    common.add_argument("--jobs", type=int, metavar="N", help="parallel compile processes (default: all cores)")
+    common.add_argument(
+        "--target",
+        metavar="SM",
+        help="GPU target such as sm_90 (default: this GPU, else the config's)",
+    )
+    common.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help=f"cache folder (default: ${knobs.CACHE_DIR_ENV} or the user cache)",
+    )
+    common.add_argument(
+        "--jobs", type=int, metavar="N", help="parallel compile processes (default: all cores)"
+    )
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("-v", "--verbose", action="store_true")
-    parser = _Parser(prog="qsa-warmup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="qsa-warmup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sub.add_parser("plan", parents=[common], help="list every specialization the launchers can reach")
+    sub.add_parser(
+        "plan", parents=[common], help="list every specialization the launchers can reach"
+    )
     pre = sub.add_parser("prebuild", parents=[common], help="compile the plan into the cache")
-    pre.add_argument("--only", help=argparse.SUPPRESS)  # comma-separated spec ids (the startup hook)
+    pre.add_argument(
+        "--only", help=argparse.SUPPRESS
+    )  # comma-separated spec ids (the startup hook)
     pre.add_argument("--lock-timeout", type=float, help=argparse.SUPPRESS)
-    check = sub.add_parser("check", parents=[common], help="fail unless every planned spec is cached and intact")
-    check.add_argument("--trace", action="store_true",
-                       help="also run the launchers over the envelope and fail on any unplanned specialization")
+    check = sub.add_parser(
+        "check", parents=[common], help="fail unless every planned spec is cached and intact"
+    )
+    check.add_argument(
+        "--trace",
+        action="store_true",
+        help="also run the launchers over the envelope and fail on any unplanned specialization",
+    )
     check.add_argument("--seed", type=int, default=0, help="seed of the --trace sweep")
     sub.add_parser("info", parents=[common], help="fingerprint, cache folder, entry count and size")
     return parser
@@ -92,9 +111,25 @@ def _cmd_plan(args, cfg, target, folder) -> int:
 
     plan = build_plan(cfg, target)
     if args.json:
-        print(json.dumps({"target": target, "config": cfg.to_dict(), "specs": [
-            {"id": s.id, "family": s.family, "kernel": s.kernel, "key_digest": s.key_digest, "detail": s.detail}
-            for s in plan.specs]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "target": target,
+                    "config": cfg.to_dict(),
+                    "specs": [
+                        {
+                            "id": s.id,
+                            "family": s.family,
+                            "kernel": s.kernel,
+                            "key_digest": s.key_digest,
+                            "detail": s.detail,
+                        }
+                        for s in plan.specs
+                    ],
+                },
+                indent=1,
+            )
+        )
     else:
         print(f"{len(plan.specs)} specializations for {target}")
         for s in plan.specs:
@@ -104,7 +139,12 @@ def _cmd_plan(args, cfg, target, folder) -> int:
 
 def _progress(result, done, total):
     if sys.stderr.isatty():
-        print(f"\r[{done}/{total}] {result.outcome:<9} {result.spec_id:<48}", end="", file=sys.stderr, flush=True)
+        print(
+            f"\r[{done}/{total}] {result.outcome:<9} {result.spec_id:<48}",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
         if done == total:
             print(file=sys.stderr)
 
@@ -118,24 +158,35 @@ def _cmd_prebuild(args, cfg, target, folder) -> int:
     if cache.write_folder is not None:
         tc.set_triton_cache(cache.write_folder.triton_dir)
     only = set(args.only.split(",")) if args.only else None
-    report = prebuild(cache, jobs=args.jobs, progress=None if args.json else _progress, only=only,
-                      lock_timeout=args.lock_timeout)
+    report = prebuild(
+        cache,
+        jobs=args.jobs,
+        progress=None if args.json else _progress,
+        only=only,
+        lock_timeout=args.lock_timeout,
+    )
     if args.json:
         print(json.dumps(report.to_json(), indent=1))
     else:
-        print(f"{report.planned} planned: {report.compiled} compiled, {report.cached} cached, "
-              f"{report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} ({target})")
+        print(
+            f"{report.planned} planned: {report.compiled} compiled, {report.cached} cached, "
+            f"{report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} ({target})"
+        )
         for r in report.results:
             if r.outcome == "failed":
                 print(f"  FAILED {r.spec_id}: {r.error}")
         for u in report.unloadable:
             print(f"  UNLOADABLE {u.spec_id}: {u.reason}")
     if cache.write_folder is None:
-        _note(f"{folder.root} is read-only here and already holds all {report.planned} specs; nothing to build")
+        _note(
+            f"{folder.root} is read-only here and already holds all {report.planned} specs; nothing to build"
+        )
     if report.failed:
         first = next(r for r in report.results if r.outcome == "failed")
-        _note(f"{report.failed} of {report.planned} specs failed to build (first: {first.spec_id}: "
-              f"{first.error.splitlines()[0] if first.error else '?'}); rerun with -v for the compiler's log")
+        _note(
+            f"{report.failed} of {report.planned} specs failed to build (first: {first.spec_id}: "
+            f"{first.error.splitlines()[0] if first.error else '?'}); rerun with -v for the compiler's log"
+        )
         return EXIT_USAGE
     return EXIT_OK
 
@@ -148,9 +199,13 @@ def _cmd_check(args, cfg, target, folder) -> int:
     plan = build_plan(cfg, target)
     statuses = check_plan(BoundCache(cfg, target, folder), plan)
     failing = [s for s in statuses if not s.ok]
-    out = {"target": target, "cache_dir": folder.root, "planned": len(plan.specs),
-           "ok": len(statuses) - len(failing),
-           "failing": [{"spec": s.spec_id, "state": s.state, "reason": s.reason} for s in failing]}
+    out = {
+        "target": target,
+        "cache_dir": folder.root,
+        "planned": len(plan.specs),
+        "ok": len(statuses) - len(failing),
+        "failing": [{"spec": s.spec_id, "state": s.state, "reason": s.reason} for s in failing],
+    }
     trace_failed = False
     if args.trace:
         from .trace import trace_envelope
@@ -158,10 +213,21 @@ def _cmd_check(args, cfg, target, folder) -> int:
         trace = trace_envelope(cfg, plan, seed=args.seed)
         ok_ids = {s.spec_id for s in statuses if s.ok}
         uncached = sorted(sid for sid in trace.covered if sid not in ok_ids)
-        out["trace"] = {"launches": trace.launches, "requested": trace.requested,
-                        "unplanned": [{"kernel": v.kernel, "constants": v.constants, "num_warps": v.num_warps,
-                                       "key": v.key} for v in trace.unplanned],
-                        "uncached": uncached, "planned_not_reached": sorted(set(plan.by_id()) - trace.covered)}
+        out["trace"] = {
+            "launches": trace.launches,
+            "requested": trace.requested,
+            "unplanned": [
+                {
+                    "kernel": v.kernel,
+                    "constants": v.constants,
+                    "num_warps": v.num_warps,
+                    "key": v.key,
+                }
+                for v in trace.unplanned
+            ],
+            "uncached": uncached,
+            "planned_not_reached": sorted(set(plan.by_id()) - trace.covered),
+        }
         trace_failed = bool(trace.unplanned or uncached)
     if args.json:
         print(json.dumps(out, indent=1))
@@ -172,8 +238,10 @@ def _cmd_check(args, cfg, target, folder) -> int:
             t = out["trace"]
             for v in t["unplanned"]:
                 print(f"UNPLANNED   {v['kernel']} num_warps={v['num_warps']} {v['constants']}")
-            print(f"trace: {t['launches']} launcher calls requested {t['requested']} specializations, "
-                  f"{len(t['unplanned'])} not in the plan, {len(t['uncached'])} not cached")
+            print(
+                f"trace: {t['launches']} launcher calls requested {t['requested']} specializations, "
+                f"{len(t['unplanned'])} not in the plan, {len(t['uncached'])} not cached"
+            )
         print(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
     return EXIT_CHECK_FAILED if failing or trace_failed else EXIT_OK
 
@@ -182,9 +250,15 @@ def _cmd_info(args, cfg, target, folder) -> int:
     from .cache import Fingerprint
 
     fp = Fingerprint.current(target)
-    info = {"cache_dir": folder.root, "triton_cache_dir": folder.triton_view(), "target": target,
-            "fingerprint": fp.parts, "fingerprint_digest": fp.digest, "writable": folder.writable(),
-            **folder.stats()}
+    info = {
+        "cache_dir": folder.root,
+        "triton_cache_dir": folder.triton_view(),
+        "target": target,
+        "fingerprint": fp.parts,
+        "fingerprint_digest": fp.digest,
+        "writable": folder.writable(),
+        **folder.stats(),
+    }
     if args.json:
         print(json.dumps(info, indent=1))
     else:
@@ -198,12 +272,16 @@ _COMMANDS = {"plan": _cmd_plan, "prebuild": _cmd_prebuild, "check": _cmd_check, 
 
 def _run(argv) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
     import triton
 
     if knobs.interpreter_requested():
         _note("TRITON_INTERPRET is set; warmup compiles real kernels, so it is ignored here")
-    triton.knobs.runtime.interpret = False  # before kernels is imported: its kernels must be JIT functions
+    triton.knobs.runtime.interpret = (
+        False  # before kernels is imported: its kernels must be JIT functions
+    )
     try:
         cfg, target, folder = _resolve(args)
         return _COMMANDS[args.command](args, cfg, target, folder)
@@ -239,7 +317,9 @@ def main(argv=None) -> int:
         return EXIT_INTERRUPTED
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        _note(f"environment error: {where}{exc.strerror or exc}; check the path's permissions and free space")
+        _note(
+            f"environment error: {where}{exc.strerror or exc}; check the path's permissions and free space"
+        )
     except Exception as exc:  # a bug: one line, the traceback with -v
         _note(f"internal error: {type(exc).__name__}: {exc} (rerun with -v for the traceback)")
         return EXIT_INTERNAL

@@ -14,8 +14,17 @@ from .errors import ConfigError
 
 __all__ = ["DeploymentConfig", "PRESETS", "DEFAULT_PRESET", "load_config", "target_problems"]
 
-_POSITIVE_INTS = ("num_heads", "head_dim", "page_size", "page_table_width", "compress_ratio", "token_topk",
-                  "max_decode_query_len", "max_num_reqs", "max_num_batched_tokens")
+_POSITIVE_INTS = (
+    "num_heads",
+    "head_dim",
+    "page_size",
+    "page_table_width",
+    "compress_ratio",
+    "token_topk",
+    "max_decode_query_len",
+    "max_num_reqs",
+    "max_num_batched_tokens",
+)
 
 
 @dataclass(frozen=True)
@@ -75,13 +84,36 @@ class DeploymentConfig:
 
 PRESETS: dict[str, dict] = {
     # 32 heads x 128, page 64, 512 pages (32K compressed columns = 128K tokens at ratio 4)
-    "default": dict(num_heads=32, head_dim=128, page_size=64, page_table_width=512, compress_ratio=4,
-                    token_topk=2048, cache_dtypes=["bfloat16", "float8_e4m3fn"], max_decode_query_len=4,
-                    max_num_reqs=256, max_num_batched_tokens=8192, max_logits_mb=512, target="sm_90"),
+    "default": dict(
+        num_heads=32,
+        head_dim=128,
+        page_size=64,
+        page_table_width=512,
+        compress_ratio=4,
+        token_topk=2048,
+        cache_dtypes=["bfloat16", "float8_e4m3fn"],
+        max_decode_query_len=4,
+        max_num_reqs=256,
+        max_num_batched_tokens=8192,
+        max_logits_mb=512,
+        target="sm_90",
+    ),
     # a small deployment for tests and demos: few specs, fast to compile
-    "tiny": dict(num_heads=4, head_dim=64, page_size=16, page_table_width=8, compress_ratio=4, token_topk=64,
-                 cache_dtypes=["bfloat16"], max_decode_query_len=2, max_num_reqs=8, max_num_batched_tokens=64,
-                 max_logits_mb=1, target="sm_90", position_dtypes=["int32"]),
+    "tiny": dict(
+        num_heads=4,
+        head_dim=64,
+        page_size=16,
+        page_table_width=8,
+        compress_ratio=4,
+        token_topk=64,
+        cache_dtypes=["bfloat16"],
+        max_decode_query_len=2,
+        max_num_reqs=8,
+        max_num_batched_tokens=64,
+        max_logits_mb=1,
+        target="sm_90",
+        position_dtypes=["int32"],
+    ),
 }
 DEFAULT_PRESET = "default"
 
@@ -105,10 +137,16 @@ def load_config(path: str | None = None, preset: str | None = None) -> Deploymen
 
 def _validated(data: dict, source: str) -> tuple[dict, list[tuple[str, str]]]:
     names = {f.name for f in dataclasses.fields(DeploymentConfig)}
-    problems = [(key, f"unknown field in {source} (known: {', '.join(sorted(names))})") for key in data
-                if key not in names]
-    problems += [(f.name, f"missing from {source}") for f in dataclasses.fields(DeploymentConfig)
-                 if f.default is dataclasses.MISSING and f.name not in data]
+    problems = [
+        (key, f"unknown field in {source} (known: {', '.join(sorted(names))})")
+        for key in data
+        if key not in names
+    ]
+    problems += [
+        (f.name, f"missing from {source}")
+        for f in dataclasses.fields(DeploymentConfig)
+        if f.default is dataclasses.MISSING and f.name not in data
+    ]
     values = dict(data)
     for name in _POSITIVE_INTS:
         v = values.get(name, 1)
@@ -118,7 +156,10 @@ def _validated(data: dict, source: str) -> tuple[dict, list[tuple[str, str]]]:
     mb = values.get("max_logits_mb", 1)
     if isinstance(mb, bool) or not isinstance(mb, (int, float)) or not mb > 0:
         problems.append(("max_logits_mb", f"must be a positive number of MiB, got {mb!r}"))
-    for name, allowed in (("cache_dtypes", limits.CACHE_DTYPES), ("position_dtypes", limits.POSITION_DTYPES)):
+    for name, allowed in (
+        ("cache_dtypes", limits.CACHE_DTYPES),
+        ("position_dtypes", limits.POSITION_DTYPES),
+    ):
         v = values.get(name, limits.POSITION_DTYPES if name == "position_dtypes" else ["bfloat16"])
         if not isinstance(v, (list, tuple)) or not v or not all(isinstance(x, str) for x in v):
             problems.append((name, f"must be a non-empty list of {', '.join(allowed)}"))
@@ -132,8 +173,13 @@ def _validated(data: dict, source: str) -> tuple[dict, list[tuple[str, str]]]:
     _check_range(values, "head_dim", limits.MIN_HEAD_DIM, limits.MAX_HEAD_DIM, problems)
     topk, ratio = values.get("token_topk"), values.get("compress_ratio")
     if isinstance(topk, int) and isinstance(ratio, int) and topk % ratio:
-        problems.append(("token_topk", f"must be a multiple of compress_ratio ({ratio}); "
-                                       f"{topk // ratio * ratio or ratio} is the nearest below"))
+        problems.append(
+            (
+                "token_topk",
+                f"must be a multiple of compress_ratio ({ratio}); "
+                f"{topk // ratio * ratio or ratio} is the nearest below",
+            )
+        )
     if "target" in data:
         problems += target_problems(data["target"], values.get("cache_dtypes", ()), "target")
     return values, problems
@@ -154,9 +200,15 @@ def target_problems(target, cache_dtypes, field: str = "target") -> list[tuple[s
         arch = parse_target(target).arch
     except ValueError as exc:
         return [(field, str(exc))]
-    return [("cache_dtypes", f"{name} needs sm_{limits.min_arch_for(name)} or newer, and the target is {target}; "
-                             f"drop {name} from cache_dtypes or build for sm_{limits.min_arch_for(name)}+")
-            for name in cache_dtypes if arch < limits.min_arch_for(name)]
+    return [
+        (
+            "cache_dtypes",
+            f"{name} needs sm_{limits.min_arch_for(name)} or newer, and the target is {target}; "
+            f"drop {name} from cache_dtypes or build for sm_{limits.min_arch_for(name)}+",
+        )
+        for name in cache_dtypes
+        if arch < limits.min_arch_for(name)
+    ]
 
 
 @functools.lru_cache(maxsize=64)  # every cache path names it: once per config, not per entry

@@ -105,7 +105,9 @@ def _worker_init(root: str, target: str) -> None:
     tc.forget_compiled(kernel_functions())  # forked from a process that may hold them already
 
 
-def _worker_build(cfg_json: str, target: str, root: str, spec_id: str, lock_timeout: float) -> SpecResult:
+def _worker_build(
+    cfg_json: str, target: str, root: str, spec_id: str, lock_timeout: float
+) -> SpecResult:
     try:
         cache, by_id = _worker_cache(cfg_json, target, root)
         return build_spec(cache, by_id[spec_id], lock_timeout)
@@ -131,17 +133,25 @@ def _pool_context():
     return multiprocessing.get_context("fork")
 
 
-def _run_pool(cache: BoundCache, plan: Plan, todo: list[str], jobs: int, lock_timeout: float, progress):
+def _run_pool(
+    cache: BoundCache, plan: Plan, todo: list[str], jobs: int, lock_timeout: float, progress
+):
     # longest compiles first, so the slowest spec does not start last (LPT scheduling):
     # the widest top-k blocks, then prefill, decode, expansion
     by_id = plan.by_id()
     todo = sorted(todo, key=lambda sid: _expected_cost(by_id[sid]), reverse=True)
     cfg_json = json.dumps(cache.config.to_dict(), sort_keys=True)
-    _inherited[(cfg_json, cache.target)] = plan  # fork copies it (and triton_key(), computed already)
+    _inherited[(cfg_json, cache.target)] = (
+        plan  # fork copies it (and triton_key(), computed already)
+    )
     root = cache.write_folder.root
-    with cf.ProcessPoolExecutor(jobs, mp_context=_pool_context(), initializer=_worker_init,
-                                initargs=(root, cache.target)) as pool:
-        futures = [pool.submit(_worker_build, cfg_json, cache.target, root, sid, lock_timeout) for sid in todo]
+    with cf.ProcessPoolExecutor(
+        jobs, mp_context=_pool_context(), initializer=_worker_init, initargs=(root, cache.target)
+    ) as pool:
+        futures = [
+            pool.submit(_worker_build, cfg_json, cache.target, root, sid, lock_timeout)
+            for sid in todo
+        ]
         try:
             for fut in cf.as_completed(futures):
                 progress(fut.result())
@@ -150,9 +160,15 @@ def _run_pool(cache: BoundCache, plan: Plan, todo: list[str], jobs: int, lock_ti
             raise
 
 
-def prebuild(cache: BoundCache, *, plan: Plan | None = None, jobs: int | None = None,
-             progress: Callable[[SpecResult, int, int], None] | None = None, lock_timeout: float | None = None,
-             only: set[str] | None = None) -> BuildReport:
+def prebuild(
+    cache: BoundCache,
+    *,
+    plan: Plan | None = None,
+    jobs: int | None = None,
+    progress: Callable[[SpecResult, int, int], None] | None = None,
+    lock_timeout: float | None = None,
+    only: set[str] | None = None,
+) -> BuildReport:
     """Build every planned spec into ``cache`` (its write folder); returns what was done.
 
     ``lock_timeout``: seconds to wait for another process's compile of a spec (default
@@ -160,7 +176,9 @@ def prebuild(cache: BoundCache, *, plan: Plan | None = None, jobs: int | None = 
     just these spec ids (the others count as cached: a serving process checked them already).
     Raises CacheError when something needs building and no layer is writable."""
     start = time.perf_counter()
-    plan = plan or cache.plan(offline=True)  # memoized: a server starting on this cache skips planning
+    plan = plan or cache.plan(
+        offline=True
+    )  # memoized: a server starting on this cache skips planning
     lock_timeout = knobs.lock_timeout() if lock_timeout is None else lock_timeout
     results: list[SpecResult] = []
 
@@ -176,23 +194,38 @@ def prebuild(cache: BoundCache, *, plan: Plan | None = None, jobs: int | None = 
         else:
             todo.append(spec.id)
     if todo and cache.write_folder is None:
-        raise CacheError(cache.primary.root, f"read-only, and {len(todo)} of {len(plan.specs)} specs are not "
-                                             "built; build into a writable --cache-dir, then copy or mount it")
+        raise CacheError(
+            cache.primary.root,
+            f"read-only, and {len(todo)} of {len(plan.specs)} specs are not "
+            "built; build into a writable --cache-dir, then copy or mount it",
+        )
     if cache.write_folder is not None:
         cache.write_folder.ensure_dirs()
         cache.write_manifest([s.id for s in plan.specs])
     if todo:
         jobs = max(1, min(jobs or knobs.jobs(), len(todo)))
         _run_pool(cache, plan, todo, jobs, lock_timeout, done)
-    unloadable = [u for s in plan.specs if only is None or s.id in only
-                  if (u := cache.loadable(cache.lookup(s))).state == "unloadable"]
+    unloadable = [
+        u
+        for s in plan.specs
+        if only is None or s.id in only
+        if (u := cache.loadable(cache.lookup(s))).state == "unloadable"
+    ]
     order = {s.id: i for i, s in enumerate(plan.specs)}
     results.sort(key=lambda r: order[r.spec_id])
     count = lambda o: sum(r.outcome == o for r in results)  # noqa: E731
-    return BuildReport(planned=len(plan.specs), compiled=count("compiled"), cached=count("cached"),
-                       failed=count("failed"), seconds=time.perf_counter() - start,
-                       cache_dir=cache.primary.root, target=cache.target, fingerprint=cache.fingerprint.parts,
-                       unloadable=unloadable, results=results)
+    return BuildReport(
+        planned=len(plan.specs),
+        compiled=count("compiled"),
+        cached=count("cached"),
+        failed=count("failed"),
+        seconds=time.perf_counter() - start,
+        cache_dir=cache.primary.root,
+        target=cache.target,
+        fingerprint=cache.fingerprint.parts,
+        unloadable=unloadable,
+        results=results,
+    )
 
 
 def check_plan(cache: BoundCache, plan: Plan | None = None) -> list[Lookup]:

@@ -42,8 +42,18 @@ from .errors import CacheError, ConfigError, WarmupUnavailable
 from .planner import Plan, settle_kernel_hashes
 from .strict import set_strict_mode
 
-__all__ = ["warmup", "WarmupReport", "set_strict_mode", "open_layers", "resolve_target", "verify", "rebuild",
-           "load", "prepare_gpu", "register_strict"]
+__all__ = [
+    "warmup",
+    "WarmupReport",
+    "set_strict_mode",
+    "open_layers",
+    "resolve_target",
+    "verify",
+    "rebuild",
+    "load",
+    "prepare_gpu",
+    "register_strict",
+]
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -67,9 +77,11 @@ class WarmupReport:
 
     def summary(self) -> str:
         where = "" if self.device is None else f" (cuda:{self.device})"
-        return (f"qsa-warmup: {self.planned} specs ready on {self.target}{where}: {self.loaded} loaded, "
-                f"{self.compiled} compiled in {self.seconds * 1e3:.0f} ms from {self.cache_dir}; "
-                f"strict={self.strict}" + (f"; {len(self.warnings)} warnings" if self.warnings else ""))
+        return (
+            f"qsa-warmup: {self.planned} specs ready on {self.target}{where}: {self.loaded} loaded, "
+            f"{self.compiled} compiled in {self.seconds * 1e3:.0f} ms from {self.cache_dir}; "
+            f"strict={self.strict}" + (f"; {len(self.warnings)} warnings" if self.warnings else "")
+        )
 
 
 class _Warnings(list):
@@ -89,9 +101,15 @@ def _as_config(config) -> DeploymentConfig:
         return DeploymentConfig.from_dict(config)
     if isinstance(config, (str, os.PathLike)):
         text = os.fspath(config)
-        return load_config(text) if os.path.exists(text) or text.endswith(".json") else load_config(preset=text)
-    raise ConfigError("config", "expected a DeploymentConfig, dict, JSON path or preset name, "
-                                f"got {type(config).__name__}")
+        return (
+            load_config(text)
+            if os.path.exists(text) or text.endswith(".json")
+            else load_config(preset=text)
+        )
+    raise ConfigError(
+        "config",
+        f"expected a DeploymentConfig, dict, JSON path or preset name, got {type(config).__name__}",
+    )
 
 
 def _cuda_initialized() -> bool:
@@ -105,6 +123,7 @@ def _cuda_initialized() -> bool:
 
 # -- stages -----------------------------------------------------------------------------------
 
+
 def open_layers(root: CacheFolder, warn) -> tuple[CacheFolder, CacheFolder | None]:
     """(primary, overlay): the overlay only where the primary cannot be written. Installs the
     toolchain memo (before Triton's driver starts: its start asks for two memoized values)."""
@@ -115,7 +134,11 @@ def open_layers(root: CacheFolder, warn) -> tuple[CacheFolder, CacheFolder | Non
     overlay = None
     if not root.writable():  # served as it is; said only if something must compile (rebuild)
         overlay = overlay_folder(root)
-        log.info("cache %s is read-only here; overlay: %s", root.root, overlay.root if overlay else "none")
+        log.info(
+            "cache %s is read-only here; overlay: %s",
+            root.root,
+            overlay.root if overlay else "none",
+        )
     tc.install_memoized_toolchain_identity((overlay or root).memo_dir)
     return root, overlay
 
@@ -153,10 +176,14 @@ def install_triton_cache(cache: BoundCache, warn) -> None:
     def on_write_failure(folder: str, exc: OSError) -> None:
         if folder not in failed:
             failed.add(folder)
-            warn(f"cannot write {folder} ({exc.strerror or exc}); keeping the kernel elsewhere and serving on")
+            warn(
+                f"cannot write {folder} ({exc.strerror or exc}); keeping the kernel elsewhere and serving on"
+            )
 
     overlay = cache.overlay.triton_dir if cache.overlay else None
-    manager = tc.make_layered_manager(cache.primary.triton_dir, overlay, memory, cache.blocked, on_write_failure)
+    manager = tc.make_layered_manager(
+        cache.primary.triton_dir, overlay, memory, cache.blocked, on_write_failure
+    )
     tc.install_cache_manager(manager, cache.primary.triton_dir)
     tc.store_binaries_only(True)
 
@@ -174,7 +201,9 @@ def verify(cache: BoundCache, plan: Plan, warn) -> tuple[dict[str, Lookup], list
         result = found[spec.id] = cache.lookup(spec)
         if not result.ok:
             todo.append((spec, result))
-            if result.reason != "not built":  # a cold cache is expected, damage and staleness are not
+            if (
+                result.reason != "not built"
+            ):  # a cold cache is expected, damage and staleness are not
                 warn(f"{spec.id}: {_describe(result)}; rebuilding")
     return found, todo
 
@@ -185,8 +214,21 @@ def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> tupl
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cache.config.to_dict(), f)
     try:
-        cmd = [sys.executable, "-m", "qsa_warmup", "prebuild", "--config", f.name, "--target", cache.target,
-               "--cache-dir", cache.write_folder.root, "--json", "--only", ",".join(sorted(only))]
+        cmd = [
+            sys.executable,
+            "-m",
+            "qsa_warmup",
+            "prebuild",
+            "--config",
+            f.name,
+            "--target",
+            cache.target,
+            "--cache-dir",
+            cache.write_folder.root,
+            "--json",
+            "--only",
+            ",".join(sorted(only)),
+        ]
         if jobs:
             cmd += ["--jobs", str(jobs)]
         if timeout is not None:
@@ -200,13 +242,17 @@ def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> tupl
         os.unlink(f.name)
 
 
-def rebuild(cache: BoundCache, plan: Plan, todo: list, found: dict, *, jobs=None, timeout=None, warn) -> int:
+def rebuild(
+    cache: BoundCache, plan: Plan, todo: list, found: dict, *, jobs=None, timeout=None, warn
+) -> int:
     """Compile the specs of ``todo`` ((spec, lookup) pairs) into the cache's write folder over a
     process pool (compile-once across processes), then look each up again; returns how many
     the pool compiled. What still has no verified entry is compiled in-process by :func:`load`."""
     if todo and cache.write_folder is not cache.primary:
         where = cache.write_folder.root if cache.write_folder else "memory"
-        warn(f"cache {cache.primary.root} is read-only here; {len(todo)} specs compile into {where}")
+        warn(
+            f"cache {cache.primary.root} is read-only here; {len(todo)} specs compile into {where}"
+        )
     if not todo or cache.write_folder is None:
         return 0
     from .engine import prebuild
@@ -235,15 +281,24 @@ def load(plan: Plan, found: dict, offline_target, device, warn) -> tuple[list, i
     function's in-memory cache (its compile hash must equal the plan's); anything else takes
     Triton's compile(), forced to build afresh, never taken unverified from Triton's files."""
     ready, loaded, compiled = [], 0, []
-    with tc.compilation_listener(lambda name, hit: hit or compiled.append(name)), \
-            tc.device_context(device), tc.active_driver(offline_target):
+    with (
+        tc.compilation_listener(lambda name, hit: hit or compiled.append(name)),
+        tc.device_context(device),
+        tc.active_driver(offline_target),
+    ):
         for spec in plan.specs:
             kernel = None
             result = found[spec.id]
             if result.ok:
-                kernel = tc.load_from_entry(spec.launch, result.entry_dir, result.entry["files"],
-                                            result.entry.get("hash", ""), planned_hash=spec.compile_hash or None,
-                                            specialization=spec.specialization or None, contents=result.contents)
+                kernel = tc.load_from_entry(
+                    spec.launch,
+                    result.entry_dir,
+                    result.entry["files"],
+                    result.entry.get("hash", ""),
+                    planned_hash=spec.compile_hash or None,
+                    specialization=spec.specialization or None,
+                    contents=result.contents,
+                )
                 if kernel is None:
                     warn(f"{spec.id}: Triton's compile hash no longer matches the entry; compiling")
                 else:
@@ -256,7 +311,9 @@ def load(plan: Plan, found: dict, offline_target, device, warn) -> tuple[list, i
     return ready, loaded, len(compiled)
 
 
-def prepare_gpu(ready: list, lock_folder: CacheFolder, device: int, *, jobs=None, timeout=None, warn) -> None:
+def prepare_gpu(
+    ready: list, lock_folder: CacheFolder, device: int, *, jobs=None, timeout=None, warn
+) -> None:
     """Build the distinct C launchers the cache lacks at once (a cold cache, or one prebuilt
     without a GPU: a compiler run each), each once across the processes starting together,
     then put every binary on the GPU."""
@@ -271,7 +328,9 @@ def prepare_gpu(ready: list, lock_folder: CacheFolder, device: int, *, jobs=None
         for spec, kernel in ready:
             try:
                 tc.init_handles(kernel)
-            except Exception as exc:  # e.g. out of shared memory: the launch would fail the same way
+            except (
+                Exception
+            ) as exc:  # e.g. out of shared memory: the launch would fail the same way
                 warn(f"{spec.id}: cannot load on cuda:{device}: {exc}")
 
 
@@ -282,7 +341,10 @@ def register_strict(plan: Plan, mode: str) -> None:
 
 # -- the hook ---------------------------------------------------------------------------------
 
-def _repeat(cfg, target, device, root: CacheFolder, strict: str, start: float) -> WarmupReport | None:
+
+def _repeat(
+    cfg, target, device, root: CacheFolder, strict: str, start: float
+) -> WarmupReport | None:
     """The report of an earlier warmup of the same config, target, device and folder in this
     process, as a repeat (nothing to do but set strict mode), else None."""
     _, target, device = resolve_target(cfg, target, device)
@@ -291,14 +353,30 @@ def _repeat(cfg, target, device, root: CacheFolder, strict: str, start: float) -
     if previous is None:
         return None
     set_strict_mode(strict)
-    report = WarmupReport(**{**previous.__dict__, "seconds": time.perf_counter() - start, "repeat": True,
-                             "loaded": 0, "compiled": 0, "strict": strict})
+    report = WarmupReport(
+        **{
+            **previous.__dict__,
+            "seconds": time.perf_counter() - start,
+            "repeat": True,
+            "loaded": 0,
+            "compiled": 0,
+            "strict": strict,
+        }
+    )
     log.info(report.summary())
     return report
 
 
-def warmup(config=None, *, device: int | None = None, cache_dir: str | None = None, jobs: int | None = None,
-           strict: str | None = None, timeout: float | None = None, target: str | None = None) -> WarmupReport:
+def warmup(
+    config=None,
+    *,
+    device: int | None = None,
+    cache_dir: str | None = None,
+    jobs: int | None = None,
+    strict: str | None = None,
+    timeout: float | None = None,
+    target: str | None = None,
+) -> WarmupReport:
     """Make every planned spec of ``config`` ready in this process; compile only what is missing.
 
     ``config``: a DeploymentConfig, dict, JSON path or preset name (default preset if None).
@@ -310,11 +388,15 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
     """
     start = time.perf_counter()
     if knobs.interpreter_requested():
-        raise WarmupUnavailable("TRITON_INTERPRET=1: kernels run in the interpreter, there is nothing to warm up")
+        raise WarmupUnavailable(
+            "TRITON_INTERPRET=1: kernels run in the interpreter, there is nothing to warm up"
+        )
     cfg = _as_config(config)
     strict = strict or knobs.strict_mode()
     if strict not in knobs.STRICT_MODES:
-        raise ConfigError("strict", f"must be one of {', '.join(knobs.STRICT_MODES)}, got {strict!r}")
+        raise ConfigError(
+            "strict", f"must be one of {', '.join(knobs.STRICT_MODES)}, got {strict!r}"
+        )
     root = CacheFolder(cache_dir or knobs.cache_dir())
     if _warmed:  # maybe a repeat: answer it before touching any folder
         repeat = _repeat(cfg, target, device, root, strict, start)
@@ -332,12 +414,23 @@ def warmup(config=None, *, device: int | None = None, cache_dir: str | None = No
         offline_target = None if gpu is not None else tc.parse_target(target)
         ready, loaded, compiled = load(plan, found, offline_target, device, warn)
         if gpu is not None:
-            prepare_gpu(ready, cache.write_folder or primary, device, jobs=jobs, timeout=timeout, warn=warn)
+            prepare_gpu(
+                ready, cache.write_folder or primary, device, jobs=jobs, timeout=timeout, warn=warn
+            )
     register_strict(plan, strict)
-    report = WarmupReport(planned=len(plan.specs), loaded=loaded, compiled=compiled + by_pool,
-                          seconds=time.perf_counter() - start, cache_dir=primary.root, target=target,
-                          device=device, fingerprint=cache.fingerprint.parts, strict=strict,
-                          rebuilt=[(spec.id, _describe(result)) for spec, result in todo], warnings=list(warn))
+    report = WarmupReport(
+        planned=len(plan.specs),
+        loaded=loaded,
+        compiled=compiled + by_pool,
+        seconds=time.perf_counter() - start,
+        cache_dir=primary.root,
+        target=target,
+        device=device,
+        fingerprint=cache.fingerprint.parts,
+        strict=strict,
+        rebuilt=[(spec.id, _describe(result)) for spec, result in todo],
+        warnings=list(warn),
+    )
     with _lock:
         _warmed[(cfg.geometry_hash(), target, device, primary.root)] = report
     log.info(report.summary())

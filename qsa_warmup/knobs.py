@@ -9,8 +9,19 @@ import os
 
 from .errors import ConfigError
 
-__all__ = ["cache_dir", "strict_mode", "lock_timeout", "jobs", "interpreter_requested", "ld_library_path",
-           "CACHE_DIR_ENV", "STRICT_ENV", "LOCK_TIMEOUT_ENV", "JOBS_ENV", "STRICT_MODES"]
+__all__ = [
+    "cache_dir",
+    "strict_mode",
+    "lock_timeout",
+    "jobs",
+    "interpreter_requested",
+    "ld_library_path",
+    "CACHE_DIR_ENV",
+    "STRICT_ENV",
+    "LOCK_TIMEOUT_ENV",
+    "JOBS_ENV",
+    "STRICT_MODES",
+]
 
 CACHE_DIR_ENV = "QSA_WARMUP_CACHE_DIR"
 STRICT_ENV = "QSA_WARMUP_STRICT"
@@ -51,7 +62,11 @@ def lock_timeout() -> float:
 def jobs() -> int:
     value = os.environ.get(JOBS_ENV)
     if not value:
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1)
+        )
     try:
         n = int(value)
     except ValueError:

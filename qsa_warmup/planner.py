@@ -27,9 +27,17 @@ from .config import DeploymentConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PlannedSpec", "Plan", "build_plan", "launch_for", "plan_source_digest", "settle_kernel_hashes",
-           "kernel_functions",
-           "torch_dtype", "short_dtype"]
+__all__ = [
+    "PlannedSpec",
+    "Plan",
+    "build_plan",
+    "launch_for",
+    "plan_source_digest",
+    "settle_kernel_hashes",
+    "kernel_functions",
+    "torch_dtype",
+    "short_dtype",
+]
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -49,7 +57,9 @@ class PlannedSpec:
     key: str = ""  # Triton's in-memory cache key for this launch on the target
     detail: str = ""
     point: tuple = ()  # the envelope point launch_for() rebuilds the launch from
-    compile_hash: str = ""  # Triton's compile hash (source, options, toolchain): what a built entry must match
+    compile_hash: str = (
+        ""  # Triton's compile hash (source, options, toolchain): what a built entry must match
+    )
     specialization: str = ""  # Triton's binding of the launch (triton_compat.specialization_data)
 
     @property
@@ -70,9 +80,19 @@ class Plan:
         return {(s.kernel, s.key): s for s in self.specs}
 
     def to_memo(self) -> list:
-        return [{"id": s.id, "family": s.family, "kernel": s.kernel, "point": list(s.point), "key": s.key,
-                 "detail": s.detail, "compile_hash": s.compile_hash, "specialization": s.specialization}
-                for s in self.specs]
+        return [
+            {
+                "id": s.id,
+                "family": s.family,
+                "kernel": s.kernel,
+                "point": list(s.point),
+                "key": s.key,
+                "detail": s.detail,
+                "compile_hash": s.compile_hash,
+                "specialization": s.specialization,
+            }
+            for s in self.specs
+        ]
 
 
 def _i32(*shape, misalign=0):
@@ -85,29 +105,53 @@ def launch_for(cfg: DeploymentConfig, family: str, point: tuple) -> kernels.Kern
         dtype_name, dql, num_reqs = point
         dtype, rows = torch_dtype(dtype_name), num_reqs * dql
         return kernels.decode_scores_launch(
-            TensorMeta((rows, cfg.num_heads, cfg.head_dim), dtype), TensorMeta((1, cfg.page_size, 1, cfg.head_dim), dtype),
-            _i32(num_reqs, cfg.page_table_width, misalign=4), _i32(rows, misalign=4),
-            TensorMeta((rows, cfg.num_columns), torch.float32), dql)
+            TensorMeta((rows, cfg.num_heads, cfg.head_dim), dtype),
+            TensorMeta((1, cfg.page_size, 1, cfg.head_dim), dtype),
+            _i32(num_reqs, cfg.page_table_width, misalign=4),
+            _i32(rows, misalign=4),
+            TensorMeta((rows, cfg.num_columns), torch.float32),
+            dql,
+        )
     if family == "prefill":
         (dtype_name,) = point
         dtype, rows = torch_dtype(dtype_name), cfg.max_num_batched_tokens
-        width, stride, _ = kernels.prefill_logits_layout(cfg.num_columns * cfg.compress_ratio, cfg.compress_ratio,
-                                                         cfg.num_columns, cfg.max_logits_mb)
+        width, stride, _ = kernels.prefill_logits_layout(
+            cfg.num_columns * cfg.compress_ratio,
+            cfg.compress_ratio,
+            cfg.num_columns,
+            cfg.max_logits_mb,
+        )
         return kernels.prefill_scores_launch(
-            TensorMeta((rows, cfg.num_heads, cfg.head_dim), dtype), TensorMeta((1, cfg.page_size, 1, cfg.head_dim), dtype),
-            _i32(2, cfg.page_table_width, misalign=4), _i32(3, misalign=4), _i32(rows, misalign=4),
-            TensorMeta((rows, width), torch.float32, stride=(stride, 1)), rows, 0, rows, width)
+            TensorMeta((rows, cfg.num_heads, cfg.head_dim), dtype),
+            TensorMeta((1, cfg.page_size, 1, cfg.head_dim), dtype),
+            _i32(2, cfg.page_table_width, misalign=4),
+            _i32(3, misalign=4),
+            _i32(rows, misalign=4),
+            TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
+            rows,
+            0,
+            rows,
+            width,
+        )
     if family == "topk":
         width, stride, rows, index = point  # index: which of the top-k's launches
         k = cfg.block_topk
-        return kernels.ragged_topk_launches(TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
-                                            _i32(rows, misalign=4), k, _i32(rows, k, misalign=4))[index]
+        return kernels.ragged_topk_launches(
+            TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
+            _i32(rows, misalign=4),
+            k,
+            _i32(rows, k, misalign=4),
+        )[index]
     if family == "expand":
         (pos_name,) = point
         return kernels.expand_launch(
-            _i32(2, cfg.block_topk, misalign=4), TensorMeta((2,), torch_dtype(pos_name), misalign=4),
-            _i32(2, misalign=4), cfg.compress_ratio, cfg.token_topk,
-            _i32(2, cfg.token_topk + cfg.compress_ratio, misalign=4))
+            _i32(2, cfg.block_topk, misalign=4),
+            TensorMeta((2,), torch_dtype(pos_name), misalign=4),
+            _i32(2, misalign=4),
+            cfg.compress_ratio,
+            cfg.token_topk,
+            _i32(2, cfg.token_topk + cfg.compress_ratio, misalign=4),
+        )
     raise ValueError(f"unknown kernel family {family!r}")
 
 
@@ -118,19 +162,29 @@ def _decode_points(cfg: DeploymentConfig):
             max_reqs = min(cfg.max_num_reqs, cfg.max_num_batched_tokens // dql)
             seen = set()
             for num_reqs in range(1, max_reqs + 1):
-                c = kernels.decode_launch_config(dtype, cfg.num_heads, cfg.head_dim, dql, num_reqs, cfg.num_columns)
+                c = kernels.decode_launch_config(
+                    dtype, cfg.num_heads, cfg.head_dim, dql, num_reqs, cfg.num_columns
+                )
                 if c not in seen:
                     seen.add(c)
-                    yield ("decode", f"decode.{short_dtype(dtype_name)}.dql{dql}.qg{c.query_group}"
-                           f".n{c.block_n}.s{c.num_stages}.tpp{c.tiles_per_program}.w{c.num_warps}", (dtype_name, dql, num_reqs),
-                           f"first reached at {num_reqs} requests")
+                    yield (
+                        "decode",
+                        f"decode.{short_dtype(dtype_name)}.dql{dql}.qg{c.query_group}"
+                        f".n{c.block_n}.s{c.num_stages}.tpp{c.tiles_per_program}.w{c.num_warps}",
+                        (dtype_name, dql, num_reqs),
+                        f"first reached at {num_reqs} requests",
+                    )
 
 
 def _prefill_points(cfg: DeploymentConfig):
     for dtype_name in cfg.cache_dtypes:
         c = kernels.prefill_launch_config(torch_dtype(dtype_name), cfg.num_heads, cfg.head_dim)
-        yield ("prefill", f"prefill.{short_dtype(dtype_name)}.tr{c.tile_r}.w{c.num_warps}", (dtype_name,),
-               "row counts, chunk offsets and widths are runtime values")
+        yield (
+            "prefill",
+            f"prefill.{short_dtype(dtype_name)}.tr{c.tile_r}.w{c.num_warps}",
+            (dtype_name,),
+            "row counts, chunk offsets and widths are runtime values",
+        )
 
 
 def _topk_points(cfg: DeploymentConfig):
@@ -149,18 +203,35 @@ def _topk_points(cfg: DeploymentConfig):
             if c in seen:
                 continue
             seen.add(c)
-            count = len(kernels.ragged_topk_launches(TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
-                                                     _i32(rows), k, _i32(rows, k)))
+            count = len(
+                kernels.ragged_topk_launches(
+                    TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
+                    _i32(rows),
+                    k,
+                    _i32(rows, k),
+                )
+            )
             for index in range(count):
                 yield ("topk", None, (width, stride, rows, index), f"{detail}, {rows}+ rows")
+
     decode_rows = min(cfg.max_num_reqs * cfg.max_decode_query_len, cfg.max_num_batched_tokens)
     yield from launches(cfg.num_columns, cfg.num_columns, decode_rows, "decode layout")
     seen.clear()  # the decode layout's stride differs from prefill's: its launches are other variants
-    for seq_len in range(1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio):
+    for seq_len in range(
+        1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio
+    ):
         width, stride, rows_per_chunk = kernels.prefill_logits_layout(
-            min(seq_len, cfg.num_columns * cfg.compress_ratio), cfg.compress_ratio, cfg.num_columns, cfg.max_logits_mb)
-        yield from launches(width, stride, min(rows_per_chunk, cfg.max_num_batched_tokens),
-                            f"prefill widths from {width}")
+            min(seq_len, cfg.num_columns * cfg.compress_ratio),
+            cfg.compress_ratio,
+            cfg.num_columns,
+            cfg.max_logits_mb,
+        )
+        yield from launches(
+            width,
+            stride,
+            min(rows_per_chunk, cfg.max_num_batched_tokens),
+            f"prefill widths from {width}",
+        )
 
 
 def _expand_points(cfg: DeploymentConfig):
@@ -190,8 +261,13 @@ def _source_digest() -> str:
 
 def kernel_functions() -> list:
     """Every JIT function of the ``kernels`` package, helpers included."""
-    fns = [v for name, mod in sorted(sys.modules.items())
-           if name == "kernels" or name.startswith("kernels.") for v in vars(mod).values() if tc.is_jit_function(v)]
+    fns = [
+        v
+        for name, mod in sorted(sys.modules.items())
+        if name == "kernels" or name.startswith("kernels.")
+        for v in vars(mod).values()
+        if tc.is_jit_function(v)
+    ]
     return list({id(f): f for f in fns}.values())
 
 
@@ -202,8 +278,13 @@ def settle_kernel_hashes() -> None:
     tc.settle_kernel_hashes(kernel_functions())
 
 
-def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: bool = True,
-               memo: list | None = None) -> Plan:
+def build_plan(
+    cfg: DeploymentConfig,
+    target: str | None = None,
+    *,
+    offline: bool = True,
+    memo: list | None = None,
+) -> Plan:
     """The plan for ``cfg`` on ``target`` (default: the config's). Needs compiled-mode Triton.
 
     ``offline=False`` binds under the real driver (a serving process on that target's GPU), so
@@ -212,9 +293,20 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
     it skips the envelope walk and the binder probes."""
     target_name = target or cfg.target
     if memo is not None:
-        specs = [PlannedSpec(m["id"], m["family"], m["kernel"], launch_for(cfg, m["family"], tuple(m["point"])),
-                             m["key"], m["detail"], tuple(m["point"]), m["compile_hash"], m["specialization"])
-                 for m in memo]
+        specs = [
+            PlannedSpec(
+                m["id"],
+                m["family"],
+                m["kernel"],
+                launch_for(cfg, m["family"], tuple(m["point"])),
+                m["key"],
+                m["detail"],
+                tuple(m["point"]),
+                m["compile_hash"],
+                m["specialization"],
+            )
+            for m in memo
+        ]
         return Plan(cfg, target_name, specs)
     gpu_target = tc.parse_target(target_name) if offline else None
     settle_kernel_hashes()
@@ -226,26 +318,43 @@ def build_plan(cfg: DeploymentConfig, target: str | None = None, *, offline: boo
             for family, spec_id, point, detail in points(cfg):
                 launch = launch_for(cfg, family, point)
                 if not tc.is_jit_function(launch.kernel):
-                    raise RuntimeError("kernels were imported under TRITON_INTERPRET=1; warmup needs compiled kernels")
+                    raise RuntimeError(
+                        "kernels were imported under TRITON_INTERPRET=1; warmup needs compiled kernels"
+                    )
                 if spec_id is None:  # top-k: named by the launch it makes
                     o = launch.options
                     if launch.kernel_name.startswith("_split_"):
                         part = launch.kernel_name.removeprefix("_split_").removesuffix("_kernel")
                         lists = f".n{o['CANDIDATES']}" if "CANDIDATES" in o else ""
-                        scan_only = ".scan" if o.get("FINISH") is False else ""  # rows finished apart
-                        spec_id = f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
+                        scan_only = (
+                            ".scan" if o.get("FINISH") is False else ""
+                        )  # rows finished apart
+                        spec_id = (
+                            f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
+                        )
                     else:
                         spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
                 kernel, key = tc.request_key_of(launch)
                 if (kernel, key) in seen:
                     continue
-                if spec_id in ids:  # same readable id, different specialization: disambiguate stably
+                if (
+                    spec_id in ids
+                ):  # same readable id, different specialization: disambiguate stably
                     ids[spec_id] += 1
                     spec_id = f"{spec_id}.v{ids[spec_id]}"
                 else:
                     ids[spec_id] = 1
-                spec = PlannedSpec(spec_id, family, kernel, launch, key, detail, point, tc.compile_hash_of(launch),
-                                   tc.specialization_data(launch))
+                spec = PlannedSpec(
+                    spec_id,
+                    family,
+                    kernel,
+                    launch,
+                    key,
+                    detail,
+                    point,
+                    tc.compile_hash_of(launch),
+                    tc.specialization_data(launch),
+                )
                 seen[(kernel, key)] = spec
                 specs.append(spec)
     return Plan(cfg, target_name, specs)

@@ -47,9 +47,13 @@ def register_plan(plan) -> None:
     """Add a warmed plan's variants to the process's union."""
     with _lock:
         for spec in plan.specs:
-            consts = {k: v for k, v in spec.launch.options.items() if k not in ("num_warps", "num_stages")}
+            consts = {
+                k: v for k, v in spec.launch.options.items() if k not in ("num_warps", "num_stages")
+            }
             _planned.setdefault(spec.kernel, {})[spec.id] = (
-                json.loads(json.dumps(consts, default=str)), spec.launch.options.get("num_warps", 4))
+                json.loads(json.dumps(consts, default=str)),
+                spec.launch.options.get("num_warps", 4),
+            )
 
 
 @contextlib.contextmanager

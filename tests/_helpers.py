@@ -23,14 +23,18 @@ def make_q(rows, heads, head_dim, dtype, device, gen):
 
 
 def make_page_table(num_reqs, width, num_blocks, device, gen):
-    return torch.randint(0, num_blocks, (num_reqs, width), generator=gen, dtype=torch.int32).to(device)
+    return torch.randint(0, num_blocks, (num_reqs, width), generator=gen, dtype=torch.int32).to(
+        device
+    )
 
 
 def assert_scores_match(got, want, *, rtol):
     """got: float32 logits poisoned with NaN; want: float64 reference, NaN where not visible."""
     got = got.double().cpu()
     visible = ~torch.isnan(want)
-    assert torch.equal(~torch.isnan(got), visible), "written columns differ from the visible columns"
+    assert torch.equal(~torch.isnan(got), visible), (
+        "written columns differ from the visible columns"
+    )
     if visible.any():
         err = (got[visible] - want[visible]).norm() / want[visible].norm().clamp_min(1e-30)
         assert err <= rtol, f"relative error {err:.2e} > {rtol}"
@@ -46,10 +50,14 @@ def assert_topk_matches(out, values, lengths, k, *, atol=0.0, rtol=0.0):
         got = out[row]
         if n <= k:
             want = torch.cat([torch.arange(n), torch.full((k - n,), -1)])
-            assert torch.equal(got, want), f"row {row} (length {n} <= k {k}): {got.tolist()[:16]}..."
+            assert torch.equal(got, want), (
+                f"row {row} (length {n} <= k {k}): {got.tolist()[:16]}..."
+            )
             continue
         assert len(set(got.tolist())) == k, f"row {row}: indices not distinct"
         assert got.min() >= 0 and got.max() < n, f"row {row}: index outside [0, {n})"
         picked = values[row, got].sort(descending=True).values
         best = values[row, :n].topk(k).values
-        assert torch.allclose(picked, best, atol=atol, rtol=rtol), f"row {row}: selected values are not the top-k"
+        assert torch.allclose(picked, best, atol=atol, rtol=rtol), (
+            f"row {row}: selected values are not the top-k"
+        )

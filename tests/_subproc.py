@@ -19,8 +19,14 @@ def child_env(**extra):
 
 
 def cli(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "qsa_warmup", *map(str, args)], capture_output=True, text=True,
-                          env=env or child_env(), timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "qsa_warmup", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env or child_env(),
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def cli_json(*args, expect=0, **kw):
@@ -30,8 +36,14 @@ def cli_json(*args, expect=0, **kw):
 
 
 def python(code, *, env=None, timeout=600, check=True):
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                       env=env or child_env(), timeout=timeout, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env or child_env(),
+        timeout=timeout,
+        cwd=ROOT,
+    )
     if check:
         assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
     return p
@@ -60,7 +72,11 @@ def try_readonly_bind(src, dst):
     """Bind-mount src read-only at dst (root only); False where mounts are not allowed."""
     os.makedirs(dst, exist_ok=True)
     ok = subprocess.run(["mount", "--bind", src, dst], capture_output=True).returncode == 0
-    if ok and subprocess.run(["mount", "-o", "remount,ro,bind", dst], capture_output=True).returncode == 0:
+    if (
+        ok
+        and subprocess.run(["mount", "-o", "remount,ro,bind", dst], capture_output=True).returncode
+        == 0
+    ):
         return True
     if ok:
         subprocess.run(["umount", dst])

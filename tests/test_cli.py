@@ -8,13 +8,27 @@ import sys
 
 import pytest
 
-from _subproc import (ROOT, binary_path, child_env, cli, cli_json, entry_files, fake_other_toolchain, python,
-                      try_readonly_bind)
+from _subproc import (
+    ROOT,
+    binary_path,
+    child_env,
+    cli,
+    cli_json,
+    entry_files,
+    fake_other_toolchain,
+    python,
+    try_readonly_bind,
+)
 
 pytestmark = pytest.mark.slow
 
-TINY_IDS = ["decode.bf16.dql1.qg1.n128.s1.tpp2.w4", "decode.bf16.dql2.qg2.n128.s1.tpp2.w4", "prefill.bf16.tr64.w8",
-            "topk.single.b1024.w4", "expand.i32"]
+TINY_IDS = [
+    "decode.bf16.dql1.qg1.n128.s1.tpp2.w4",
+    "decode.bf16.dql2.qg2.n128.s1.tpp2.w4",
+    "prefill.bf16.tr64.w8",
+    "topk.single.b1024.w4",
+    "expand.i32",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +48,12 @@ def copy_of(built, tmp_path):
 def test_plan_default_and_tiny_and_custom(tmp_path):
     default = cli_json("plan")
     fams = [s["family"] for s in default["specs"]]
-    assert (fams.count("decode"), fams.count("prefill"), fams.count("topk"), fams.count("expand")) == (24, 2, 8, 2)
+    assert (
+        fams.count("decode"),
+        fams.count("prefill"),
+        fams.count("topk"),
+        fams.count("expand"),
+    ) == (24, 2, 8, 2)
     assert [s["id"] for s in cli_json("plan", "--preset", "tiny")["specs"]] == TINY_IDS
     assert cli_json("plan")["specs"] == default["specs"]  # stable ids and keys
     cfg = dict(json.load(open(os.path.join(ROOT, "tests", "data", "small_fp8.json"))))
@@ -42,8 +61,11 @@ def test_plan_default_and_tiny_and_custom(tmp_path):
     path.write_text(json.dumps(cfg))
     specs = cli_json("plan", "--config", path)["specs"]
     decode = [s["id"] for s in specs if s["family"] == "decode"]
-    assert decode == ["decode.fp8.dql1.qg1.n128.s1.tpp1.w4", "decode.fp8.dql2.qg2.n128.s1.tpp1.w4",
-                      "decode.fp8.dql3.qg4.n128.s1.tpp1.w4"]
+    assert decode == [
+        "decode.fp8.dql1.qg1.n128.s1.tpp1.w4",
+        "decode.fp8.dql2.qg2.n128.s1.tpp1.w4",
+        "decode.fp8.dql3.qg4.n128.s1.tpp1.w4",
+    ]
     assert {s["family"] for s in specs} == {"decode", "prefill", "topk", "expand"}
 
 
@@ -57,8 +79,16 @@ def test_prebuild_then_check(built, tmp_path):
     assert again["compiled"] == 0 and again["cached"] == 5
 
 
-@pytest.mark.parametrize("damage,state", [("delete", "missing"), ("truncate", "corrupt"), ("flip", "corrupt"),
-                                          ("drop_entry", "missing"), ("drop_entry_and_flip", "missing")])
+@pytest.mark.parametrize(
+    "damage,state",
+    [
+        ("delete", "missing"),
+        ("truncate", "corrupt"),
+        ("flip", "corrupt"),
+        ("drop_entry", "missing"),
+        ("drop_entry_and_flip", "missing"),
+    ],
+)
 def test_damage_is_found_and_only_that_spec_rebuilt(built, tmp_path, damage, state):
     root = copy_of(built, tmp_path)
     victim = "decode.bf16.dql2.qg2.n128.s1.tpp2.w4"
@@ -102,9 +132,29 @@ def test_other_toolchain_is_stale(built, tmp_path):
 
 def test_concurrent_prebuilds_compile_each_spec_once(tmp_path):
     root = str(tmp_path / "shared")
-    procs = [subprocess.Popen([sys.executable, "-m", "qsa_warmup", "prebuild", "--preset", "tiny", "--cache-dir", root,
-                               "--json", "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              env=child_env(), text=True, cwd=ROOT) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "qsa_warmup",
+                "prebuild",
+                "--preset",
+                "tiny",
+                "--cache-dir",
+                root,
+                "--json",
+                "--jobs",
+                "1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_env(),
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(4)
+    ]
     reports = [json.loads(p.communicate(timeout=600)[0]) for p in procs]
     assert sum(r["compiled"] for r in reports) == 5
     assert all(r["failed"] == 0 and r["compiled"] + r["cached"] == 5 for r in reports)
@@ -116,13 +166,16 @@ def test_trace_passes_and_catches_an_unplanned_spec(built):
     out = cli_json("check", "--preset", "tiny", "--cache-dir", root, "--trace")
     assert out["trace"]["unplanned"] == [] and out["trace"]["planned_not_reached"] == []
     # a planner that forgets the expansion kernel: the trace must see its launches
-    p = python(f"""
+    p = python(
+        f"""
         import sys
         import qsa_warmup.planner as planner
         planner._expand_points = lambda cfg: iter(())
         from qsa_warmup.cli import main
         sys.exit(main(["check", "--preset", "tiny", "--cache-dir", {root!r}, "--trace"]))
-    """, check=False)
+    """,
+        check=False,
+    )
     assert p.returncode == 1, p.stdout + p.stderr
     assert "UNPLANNED   _expand_kernel" in p.stdout
 
@@ -157,7 +210,11 @@ def test_relocated_cache_hits_in_plain_triton(built, tmp_path):
     triton_dir = cli_json("info", "--preset", "tiny", "--cache-dir", moved)["triton_cache_dir"]
     # only Triton's own cache, pointed at info's folder: every plan spec must load, none compile
     p = python(PLAIN_TRITON, env=child_env(TRITON_CACHE_DIR=triton_dir))
-    assert json.loads(p.stdout.strip().splitlines()[-1]) == {"hits": 5, "compiles": 0, "dir": triton_dir}
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == {
+        "hits": 5,
+        "compiles": 0,
+        "dir": triton_dir,
+    }
 
 
 def test_readonly_relocated_cache(built, tmp_path):
@@ -174,10 +231,18 @@ def test_readonly_relocated_cache(built, tmp_path):
         subprocess.run(["umount", ro])
 
 
-@pytest.mark.parametrize("change,field", [
-    ({"head_dim": 32}, "head_dim"), ({"colour": 1}, "colour"), ({"token_topk": 63}, "token_topk"),
-    ({"target": "gfx90a"}, "target"), ({"cache_dtypes": ["float16"]}, "cache_dtypes"),
-    ({"max_logits_mb": 0}, "max_logits_mb"), ({"num_heads": True}, "num_heads")])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"head_dim": 32}, "head_dim"),
+        ({"colour": 1}, "colour"),
+        ({"token_topk": 63}, "token_topk"),
+        ({"target": "gfx90a"}, "target"),
+        ({"cache_dtypes": ["float16"]}, "cache_dtypes"),
+        ({"max_logits_mb": 0}, "max_logits_mb"),
+        ({"num_heads": True}, "num_heads"),
+    ],
+)
 def test_bad_config_exits_2_naming_the_field(tmp_path, change, field):
     from qsa_warmup.config import PRESETS
 
@@ -199,7 +264,9 @@ def test_unloadable_is_reported():
     from qsa_warmup.cache import BoundCache, Fingerprint, Lookup
     from qsa_warmup.config import load_config
 
-    cache = BoundCache(load_config(preset="tiny"), "sm_90", "/nonexistent", fingerprint=Fingerprint({}))
+    cache = BoundCache(
+        load_config(preset="tiny"), "sm_90", "/nonexistent", fingerprint=Fingerprint({})
+    )
     status = cache.loadable(Lookup("s", "ok", entry={"shared": 300_000, "threads": 128}))
     assert status.state == "unloadable" and "300000" in status.reason and "232448" in status.reason
     assert cache.loadable(Lookup("s", "ok", entry={"shared": 100_000, "threads": 128})).ok
@@ -209,29 +276,40 @@ def one_line_error(p, code=2):
     """The CLI's failure contract: the exit code, and one line on stderr, no traceback."""
     lines = p.stderr.strip().splitlines()
     assert p.returncode == code, (p.returncode, p.stderr)
-    assert len(lines) == 1 and lines[0].startswith("qsa-warmup: ") and "Traceback" not in p.stderr, p.stderr
+    assert (
+        len(lines) == 1 and lines[0].startswith("qsa-warmup: ") and "Traceback" not in p.stderr
+    ), p.stderr
     return lines[0]
 
 
 @pytest.mark.parametrize("command", ["plan", "prebuild", "check"])
 def test_a_target_triton_cannot_compile_for_is_refused(tmp_path, command):
-    line = one_line_error(cli(command, "--preset", "tiny", "--target", "sm_999", "--cache-dir", tmp_path / "c"))
-    assert "--target" in line and "sm_999" in line and "sm_90" in line  # names what it can compile for
+    line = one_line_error(
+        cli(command, "--preset", "tiny", "--target", "sm_999", "--cache-dir", tmp_path / "c")
+    )
+    assert (
+        "--target" in line and "sm_999" in line and "sm_90" in line
+    )  # names what it can compile for
     assert not (tmp_path / "c").exists()
 
 
 def test_fp8_below_sm89_is_refused_naming_dtype_target_and_minimum():
     line = one_line_error(cli("plan", "--target", "sm_80"))  # default has fp8
     assert "float8_e4m3fn" in line and "sm_80" in line and "sm_89" in line
-    assert cli_json("plan", "--preset", "tiny", "--target", "sm_80")["target"] == "sm_80"  # bf16 runs there
+    assert (
+        cli_json("plan", "--preset", "tiny", "--target", "sm_80")["target"] == "sm_80"
+    )  # bf16 runs there
 
 
 def test_config_with_several_problems_names_all(tmp_path):
     from qsa_warmup.config import PRESETS
 
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({**PRESETS["tiny"], "head_dim": 32, "token_topk": 63, "colour": 1,
-                                "target": "sm_70"}))
+    path.write_text(
+        json.dumps(
+            {**PRESETS["tiny"], "head_dim": 32, "token_topk": 63, "colour": 1, "target": "sm_70"}
+        )
+    )
     line = one_line_error(cli("plan", "--config", path))
     for field in ("head_dim", "token_topk", "colour", "target"):
         assert field in line, line
@@ -246,8 +324,16 @@ def test_cache_dir_that_is_a_file_is_an_error(tmp_path):
     assert f.read_text() == "x"
 
 
-@pytest.mark.parametrize("args", [["plan", "--jobs", "abc"], ["frobnicate"], [], ["plan", "--config"],
-                                  ["plan", "--preset", "tiny", "--jobs", "0"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "--jobs", "abc"],
+        ["frobnicate"],
+        [],
+        ["plan", "--config"],
+        ["plan", "--preset", "tiny", "--jobs", "0"],
+    ],
+)
 def test_usage_errors_are_one_line(args):
     one_line_error(cli(*args))
 
@@ -255,8 +341,15 @@ def test_usage_errors_are_one_line(args):
 def test_closed_pipe_ends_quietly():
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written (plan | head -0)
-    p = subprocess.run([sys.executable, "-m", "qsa_warmup", "plan", "--preset", "tiny"], stdout=write,
-                       stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "qsa_warmup", "plan", "--preset", "tiny"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+        timeout=300,
+    )
     os.close(write)
     assert p.returncode == 0 and p.stderr == "", p.stderr
 
@@ -267,7 +360,9 @@ def test_prebuild_on_a_readonly_cache(built, tmp_path):
     if not try_readonly_bind(src, ro):
         pytest.skip("bind mounts are not permitted here")
     try:
-        p = cli("prebuild", "--preset", "tiny", "--cache-dir", ro)  # holds everything: nothing to do
+        p = cli(
+            "prebuild", "--preset", "tiny", "--cache-dir", ro
+        )  # holds everything: nothing to do
         assert p.returncode == 0 and "read-only" in p.stderr and "holds all 5" in p.stderr, p.stderr
     finally:
         subprocess.run(["umount", ro])

@@ -10,8 +10,17 @@ import time
 
 import pytest
 
-from _subproc import (ROOT, binary_path, child_env, cli_json, entry_files, fake_other_toolchain, last_json, python,
-                      try_readonly_bind)
+from _subproc import (
+    ROOT,
+    binary_path,
+    child_env,
+    cli_json,
+    entry_files,
+    fake_other_toolchain,
+    last_json,
+    python,
+    try_readonly_bind,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +91,9 @@ def test_damaged_binary_is_rebuilt_never_loaded(built, tmp_path, damage):
     report, _ = run_warmup(root)
     assert [r[0] for r in report["rebuilt"]] == [VICTIM] and "checksum" in report["rebuilt"][0][1]
     assert report["compiled"] == 1 and report["loaded"] == 5
-    assert cli_json("check", "--preset", "tiny", "--cache-dir", root)["ok"] == 5  # repaired on disk too
+    assert (
+        cli_json("check", "--preset", "tiny", "--cache-dir", root)["ok"] == 5
+    )  # repaired on disk too
 
 
 def test_readonly_cache_loads_and_compiles_missing_into_overlay(built, tmp_path):
@@ -96,8 +107,12 @@ def test_readonly_cache_loads_and_compiles_missing_into_overlay(built, tmp_path)
         report, _ = run_warmup(ro, env=env)
         assert report["planned"] == 5 and report["loaded"] == 5 and report["compiled"] == 1
         assert any("read-only" in w for w in report["warnings"])
-        overlay_entries = [f for _, _, fs in os.walk(tmp_path / "xdg") for f in fs if f == f"{VICTIM}.json"]
-        assert overlay_entries == [f"{VICTIM}.json"]  # built into this user's overlay, verified like any entry
+        overlay_entries = [
+            f for _, _, fs in os.walk(tmp_path / "xdg") for f in fs if f == f"{VICTIM}.json"
+        ]
+        assert overlay_entries == [
+            f"{VICTIM}.json"
+        ]  # built into this user's overlay, verified like any entry
         # second start: the overlay now holds the missing spec
         again, _ = run_warmup(ro, env=env)
         assert again["compiled"] == 0 and again["loaded"] == 5
@@ -120,7 +135,9 @@ def test_disk_full_keeps_kernels_in_memory(tmp_path):
     root = str(tmp_path / "full")
     report, _ = run_warmup(root, prelude=ENOSPC_PRELUDE.format(root=root), kwargs="jobs=1")
     assert report["planned"] == 5 and report["loaded"] + report["compiled"] >= 5
-    assert any("No space left" in w or "cannot write" in w or "failed" in w for w in report["warnings"])
+    assert any(
+        "No space left" in w or "cannot write" in w or "failed" in w for w in report["warnings"]
+    )
     # nothing partial is visible in the cache: check says missing, never corrupt
     out = cli_json("check", "--preset", "tiny", "--cache-dir", root, expect=1)
     assert {f["state"] for f in out["failing"]} == {"missing"}
@@ -146,20 +163,55 @@ def test_held_lock_times_out_naming_the_file(built, tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_kill_mid_build_leaves_no_partial_entry(tmp_path, sig):
     root = str(tmp_path / "killed")
-    proc = subprocess.Popen([sys.executable, "-m", "qsa_warmup", "prebuild", "--preset", "tiny", "--cache-dir", root,
-                             "--jobs", "1"], env=child_env(), cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "qsa_warmup",
+            "prebuild",
+            "--preset",
+            "tiny",
+            "--cache-dir",
+            root,
+            "--jobs",
+            "1",
+        ],
+        env=child_env(),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     entries = os.path.join(root, "qsa")
     while time.monotonic() < deadline:  # kill once the first entry landed, mid-way through the rest
-        if os.path.isdir(entries) and any(f.endswith(".json") for _, _, fs in os.walk(entries) for f in fs
-                                          if not f.startswith("manifest")):
+        if os.path.isdir(entries) and any(
+            f.endswith(".json")
+            for _, _, fs in os.walk(entries)
+            for f in fs
+            if not f.startswith("manifest")
+        ):
             break
         time.sleep(0.05)
     os.killpg(proc.pid, sig)  # SIGINT: Ctrl-C at a terminal reaches the whole process group
     proc.wait()
-    p = subprocess.run([sys.executable, "-m", "qsa_warmup", "check", "--preset", "tiny", "--cache-dir", root,
-                        "--json"], capture_output=True, text=True, env=child_env(), cwd=ROOT)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qsa_warmup",
+            "check",
+            "--preset",
+            "tiny",
+            "--cache-dir",
+            root,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+    )
     out = json.loads(p.stdout)
     assert out["ok"] >= 1 and {f["state"] for f in out["failing"]} <= {"missing"}
     # the killed process's locks are released by the kernel: the next start does not hang
@@ -227,7 +279,7 @@ def test_second_call_is_nearly_free(built, tmp_path):
         import json, time, qsa_warmup
         a = qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path)!r}, target="sm_90")
         t = time.perf_counter()
-        b = qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path, 'c2')!r}.replace('c2', 'copy'),
+        b = qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path, "c2")!r}.replace('c2', 'copy'),
                               target="sm_90")
         print(json.dumps({{"repeat": b.repeat, "ms": (time.perf_counter() - t) * 1e3, "first": a.loaded}}))
     """)
@@ -238,7 +290,9 @@ def test_second_call_is_nearly_free(built, tmp_path):
 def test_cuda_process_builds_in_a_child_process(tmp_path):
     # a serving process with CUDA initialized must not fork a pool: the hook runs the CLI instead
     root = str(tmp_path / "child")
-    report, _ = run_warmup(root, prelude="import qsa_warmup.hook as h; h._cuda_initialized = lambda: True")
+    report, _ = run_warmup(
+        root, prelude="import qsa_warmup.hook as h; h._cuda_initialized = lambda: True"
+    )
     assert report["planned"] == 5 and report["compiled"] == 5 and report["loaded"] == 5
     assert cli_json("check", "--preset", "tiny", "--cache-dir", root)["ok"] == 5
 

@@ -3,8 +3,14 @@
 import pytest
 import torch
 
-from kernels import decode_launch_config, qsa_select_paged_decode, ragged_topk, qsa_paged_decode_scores
+from kernels import (
+    decode_launch_config,
+    qsa_paged_decode_scores,
+    qsa_select_paged_decode,
+    ragged_topk,
+)
 from kernels import reference as ref
+
 from _helpers import INT_POISON, assert_scores_match, assert_topk_matches
 
 pytestmark = pytest.mark.gpu
@@ -13,11 +19,18 @@ pytestmark = pytest.mark.gpu
 def _decode_case(num_reqs, dql, dtype, width=64, page_size=64, heads=32, head_dim=128, seed=0):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     num_blocks = num_reqs * width
-    k_cache = torch.randn(num_blocks, page_size, 1, head_dim, device="cuda", generator=gen).to(dtype)
+    k_cache = torch.randn(num_blocks, page_size, 1, head_dim, device="cuda", generator=gen).to(
+        dtype
+    )
     q = torch.randn(num_reqs * dql, heads, head_dim, device="cuda", generator=gen).to(dtype)
-    page_table = torch.randperm(num_blocks, device="cuda", generator=gen).to(torch.int32).view(num_reqs, width)
-    visible = torch.randint(0, width * page_size + 1, (num_reqs * dql,), device="cuda", generator=gen,
-                            dtype=torch.int32)
+    page_table = (
+        torch.randperm(num_blocks, device="cuda", generator=gen)
+        .to(torch.int32)
+        .view(num_reqs, width)
+    )
+    visible = torch.randint(
+        0, width * page_size + 1, (num_reqs * dql,), device="cuda", generator=gen, dtype=torch.int32
+    )
     return q, k_cache, page_table, visible
 
 
@@ -25,14 +38,21 @@ def _decode_case(num_reqs, dql, dtype, width=64, page_size=64, heads=32, head_di
 def test_decode_select_cuda_graph_replay(dtype):
     token_topk, ratio, dql, reqs = 2048, 4, 2, 16
     q, k_cache, page_table, visible = _decode_case(reqs, dql, dtype)
-    out = torch.full((q.shape[0], token_topk // ratio), INT_POISON, dtype=torch.int32, device="cuda")
-    qsa_select_paged_decode(q, k_cache, page_table, visible, token_topk, ratio, dql, out)  # compile outside capture
+    out = torch.full(
+        (q.shape[0], token_topk // ratio), INT_POISON, dtype=torch.int32, device="cuda"
+    )
+    qsa_select_paged_decode(
+        q, k_cache, page_table, visible, token_topk, ratio, dql, out
+    )  # compile outside capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         qsa_select_paged_decode(q, k_cache, page_table, visible, token_topk, ratio, dql, out)
     for seed in range(3):
         q2, k2, pt2, vis2 = _decode_case(reqs, dql, dtype, seed=seed + 10)
-        q.copy_(q2); k_cache.copy_(k2); page_table.copy_(pt2); visible.copy_(vis2)
+        q.copy_(q2)
+        k_cache.copy_(k2)
+        page_table.copy_(pt2)
+        visible.copy_(vis2)
         out.fill_(INT_POISON)
         graph.replay()
         torch.cuda.synchronize()
@@ -44,12 +64,19 @@ def test_decode_select_cuda_graph_replay(dtype):
 @pytest.mark.parametrize("num_reqs,expect_tpp", [(8, 2), (40, 2), (128, 4), (256, 8)])
 def test_decode_tiles_per_program_by_shape(num_reqs, expect_tpp):
     width = 512  # 32K columns
-    assert decode_launch_config(torch.bfloat16, 32, 128, 1, num_reqs, width * 64).tiles_per_program == expect_tpp
-    q, k_cache, page_table, visible = _decode_case(num_reqs, 1, torch.bfloat16, width=width, seed=num_reqs)
+    assert (
+        decode_launch_config(torch.bfloat16, 32, 128, 1, num_reqs, width * 64).tiles_per_program
+        == expect_tpp
+    )
+    q, k_cache, page_table, visible = _decode_case(
+        num_reqs, 1, torch.bfloat16, width=width, seed=num_reqs
+    )
     logits = torch.full((num_reqs, width * 64), float("nan"), device="cuda")
     qsa_paged_decode_scores(q, k_cache, page_table, visible, 1, logits)
     rows = torch.arange(0, num_reqs, max(1, num_reqs // 6))  # spot-check rows against float64
-    want = ref.decode_scores(q[rows].cpu(), k_cache.cpu(), page_table[rows].cpu(), visible[rows].cpu(), 1)
+    want = ref.decode_scores(
+        q[rows].cpu(), k_cache.cpu(), page_table[rows].cpu(), visible[rows].cpu(), 1
+    )
     assert_scores_match(logits[rows], want, rtol=1e-3)
 
 

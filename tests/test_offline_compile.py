@@ -1,7 +1,5 @@
 """Real offline compiles for sm_90 (no GPU): every tile choice fits the H100/H200 shared memory."""
 
-import json
-
 import pytest
 
 from _subproc import last_json, python
@@ -10,7 +8,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_scoring_variants_fit_sm90_shared_memory():
-    p = python("""
+    p = python(
+        """
         import json, torch
         from kernels import TensorMeta, decode_scores_launch, prefill_scores_launch
         from qsa_warmup import triton_compat as tc
@@ -28,7 +27,9 @@ def test_scoring_variants_fit_sm90_shared_memory():
                         info = tc.compiled_info(launch.warmup())
                         out.append([name, str(dt), heads, dim, info.shared, info.threads])
         print(json.dumps({"limit": tc.target_limits(90)[0], "variants": out}))
-    """, timeout=900)
+    """,
+        timeout=900,
+    )
     result = last_json(p)
     too_big = [v for v in result["variants"] if v[4] > result["limit"]]
     assert len(result["variants"]) == 20 and not too_big, too_big
@@ -107,7 +108,9 @@ def test_plan_memo_holds_current_compile_hashes():
     assert r["n"] > 10 and r["fresh"] and r["memo"] and r["ids"] and r["bindings"], r
 
 
-@pytest.mark.parametrize("first", ["_split_finish_kernel", "_ragged_topk_kernel", "_split_collect_kernel"])
+@pytest.mark.parametrize(
+    "first", ["_split_finish_kernel", "_ragged_topk_kernel", "_split_collect_kernel"]
+)
 def test_compile_hashes_do_not_depend_on_what_hashed_first(first):
     """Triton folds a helper's constexpr globals into a caller's source hash only when the helper
     was hashed first (in 3.6), so a server that touched one kernel before warmup, or a worker that

@@ -20,7 +20,10 @@ def modes(root):
     files, dirs = set(), set()
     for base, names, files_here in os.walk(root):
         dirs.update(stat.S_IMODE(os.stat(os.path.join(base, n)).st_mode) for n in names)
-        files.update((stat.S_IMODE(os.stat(os.path.join(base, n)).st_mode), n.split("-")[0]) for n in files_here)
+        files.update(
+            (stat.S_IMODE(os.stat(os.path.join(base, n)).st_mode), n.split("-")[0])
+            for n in files_here
+        )
     return files, dirs
 
 
@@ -32,7 +35,9 @@ def test_every_file_is_readable_by_all_under_umask_022(tmp_path):
     finally:
         os.umask(old)
     files, dirs = modes(root)
-    assert {m for m, _ in files} == {0o644}, sorted(files)  # manifests, entries, plans, memo, Triton's files
+    assert {m for m, _ in files} == {0o644}, sorted(
+        files
+    )  # manifests, entries, plans, memo, Triton's files
     assert dirs == {0o755}
 
 
@@ -45,25 +50,64 @@ def nobody_python(tmp_path_factory):
     os.chmod(base, 0o755)
     src = os.path.join(base, "src")
     for package in ("kernels", "qsa_warmup"):
-        shutil.copytree(os.path.join(ROOT, package), os.path.join(src, package),
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            os.path.join(ROOT, package),
+            os.path.join(src, package),
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
     subprocess.run(["chmod", "-R", "a+rX", src], check=True)
     prefix, python = sys.prefix, sys.executable
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "PYTHONPATH": src,
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": "/nonexistent",
+        "PYTHONPATH": src,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     probe = ["runuser", "-u", "nobody", "--", "test", "-x", python]
     mounted = None
-    if subprocess.run(probe).returncode != 0:  # the interpreter lives where nobody cannot go (/root)
+    if (
+        subprocess.run(probe).returncode != 0
+    ):  # the interpreter lives where nobody cannot go (/root)
         mounted = os.path.join(base, "python")
         if not try_readonly_bind(prefix, mounted):
-            pytest.skip("the interpreter is not reachable by nobody and bind mounts are not permitted")
+            pytest.skip(
+                "the interpreter is not reachable by nobody and bind mounts are not permitted"
+            )
         python = os.path.join(mounted, os.path.relpath(python, prefix))
-        env["LD_LIBRARY_PATH"] = os.path.join(mounted, os.path.relpath(sysconfig.get_config_var("LIBDIR"), prefix))
-    check = subprocess.run(["runuser", "-u", "nobody", "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()],
-                            python, "-c", "import torch, triton, qsa_warmup"], capture_output=True, text=True)
+        env["LD_LIBRARY_PATH"] = os.path.join(
+            mounted, os.path.relpath(sysconfig.get_config_var("LIBDIR"), prefix)
+        )
+    check = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            "nobody",
+            "--",
+            "env",
+            "-i",
+            *[f"{k}={v}" for k, v in env.items()],
+            python,
+            "-c",
+            "import torch, triton, qsa_warmup",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if check.returncode != 0:
         pytest.skip(f"this interpreter does not run as nobody: {check.stderr.strip()[-300:]}")
-    yield ["runuser", "-u", "nobody", "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], python], base
+    yield (
+        [
+            "runuser",
+            "-u",
+            "nobody",
+            "--",
+            "env",
+            "-i",
+            *[f"{k}={v}" for k, v in env.items()],
+            python,
+        ],
+        base,
+    )
     if mounted:
         subprocess.run(["umount", mounted])
     shutil.rmtree(base, ignore_errors=True)
@@ -79,8 +123,11 @@ print(json.dumps({{"loaded": r.loaded, "compiled": r.compiled, "rebuilt": r.rebu
 
 
 def snapshot(root):
-    return {os.path.relpath(os.path.join(b, n), root): os.stat(os.path.join(b, n)).st_mtime_ns
-            for b, _, names in os.walk(root) for n in names}
+    return {
+        os.path.relpath(os.path.join(b, n), root): os.stat(os.path.join(b, n)).st_mtime_ns
+        for b, _, names in os.walk(root)
+        for n in names
+    }
 
 
 def as_nobody(nobody_python, *args):
@@ -102,9 +149,13 @@ def test_root_built_cache_serves_nobody(nobody_python, tmp_path):
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report == {"loaded": 5, "compiled": 0, "rebuilt": [], "warnings": []}, report
-    p = as_nobody(nobody_python, "-m", "qsa_warmup", "check", "--preset", "tiny", "--cache-dir", root)
+    p = as_nobody(
+        nobody_python, "-m", "qsa_warmup", "check", "--preset", "tiny", "--cache-dir", root
+    )
     assert p.returncode == 0, p.stdout + p.stderr
-    p = as_nobody(nobody_python, "-m", "qsa_warmup", "prebuild", "--preset", "tiny", "--cache-dir", root)
+    p = as_nobody(
+        nobody_python, "-m", "qsa_warmup", "prebuild", "--preset", "tiny", "--cache-dir", root
+    )
     assert p.returncode == 0 and "read-only" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
     # one spec gone: nobody compiles it into its own overlay, and prebuild says the cache is read-only
@@ -113,10 +164,18 @@ def test_root_built_cache_serves_nobody(nobody_python, tmp_path):
     p = as_nobody(nobody_python, "-c", WARMUP.format(root=root))
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["loaded"] == 5 and report["compiled"] == 1 and [r[0] for r in report["rebuilt"]] == ["expand.i32"]
+    assert (
+        report["loaded"] == 5
+        and report["compiled"] == 1
+        and [r[0] for r in report["rebuilt"]] == ["expand.i32"]
+    )
     assert any("read-only" in w for w in report["warnings"]), report
-    p = as_nobody(nobody_python, "-m", "qsa_warmup", "prebuild", "--preset", "tiny", "--cache-dir", root)
-    assert p.returncode == 2 and "read-only" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = as_nobody(
+        nobody_python, "-m", "qsa_warmup", "prebuild", "--preset", "tiny", "--cache-dir", root
+    )
+    assert (
+        p.returncode == 2 and "read-only" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    ), p.stderr
     after = snapshot(root)
     del before[os.path.relpath(entry_path, root)]
     assert after == before  # nobody wrote nothing into root's cache

@@ -52,7 +52,9 @@ def test_repeat_warmups_in_one_process(tmp_path):
     first, second, cold, repeat = out["reports"]
     assert first[:3] == [5, 5, 5] and not first[3]  # cold: the pool compiled 5, all 5 loaded
     assert second[1] == second[0] and second[2] > 0 and not second[4], second
-    assert cold[:3] == [5, 5, 5] and not cold[4], cold  # the kernels were in memory; folder b still built
+    assert cold[:3] == [5, 5, 5] and not cold[4], (
+        cold
+    )  # the kernels were in memory; folder b still built
     assert repeat[3] is True
     assert out["requests_after"] == 0
     assert out["strict"] == "topk.single.b1024.w4"  # raised, naming the closest planned variant
@@ -64,7 +66,9 @@ def test_repeat_warmups_in_one_process(tmp_path):
 def test_repeat_warmups_on_the_gpu(tmp_path):
     # real launches after four warmups: nothing compiles, results match the reference
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    code = REPEAT.format(a=a, b=b, target=None, device=0) + """
+    code = (
+        REPEAT.format(a=a, b=b, target=None, device=0)
+        + """
 from triton import knobs
 from kernels import reference as ref
 compiles = []
@@ -87,7 +91,7 @@ for cfg in (tiny, other):
 torch.cuda.synchronize()
 print(json.dumps({"compiles": compiles, "wrong": wrong}))
 """
+    )
     p = python(code)
     assert json.loads(p.stdout.strip().splitlines()[-2])["requests_after"] == 0
     assert last_json(p) == {"compiles": [], "wrong": 0}
-

@@ -21,25 +21,35 @@ original = {{"triton_key": rc.triton_key, "ptxas": nvc.get_ptxas_version, "platf
 
 def test_memoized_values_equal_tritons_and_are_read_back_without_the_work(tmp_path):
     memo = str(tmp_path / "memo")
-    first = last_json(python(INSTALL.format(memo=memo) + """
+    first = last_json(
+        python(
+            INSTALL.format(memo=memo)
+            + """
 tc.install_memoized_toolchain_identity(memo_dir)
 print(json.dumps({
     "key": rc.triton_key() == original["triton_key"](),
     "ptxas": nvc.get_ptxas_version(90) == original["ptxas"](90),
     "platform": build.platform_key() == original["platform_key"](),
     "value": build.platform_key()}))
-"""))
+"""
+        )
+    )
     assert first["key"] and first["ptxas"] and first["platform"], first
     assert {n.split("-")[0] for n in os.listdir(memo)} >= {"triton_key", "ptxas90", "platform_key"}
     # a second process gets the same values with every subprocess and the libtriton hash forbidden
-    second = last_json(python(INSTALL.format(memo=memo) + """
+    second = last_json(
+        python(
+            INSTALL.format(memo=memo)
+            + """
 def forbidden(*a, **k):
     raise AssertionError("recomputed instead of read from the memo")
 subprocess.check_output = subprocess.run = forbidden
 rc.triton_key = forbidden
 tc.install_memoized_toolchain_identity(memo_dir)
 print(json.dumps({"value": build.platform_key(), "ptxas": nvc.get_ptxas_version(90), "key": len(rc.triton_key())}))
-"""))
+"""
+        )
+    )
     assert second["value"] == first["value"] and second["key"] > 0
 
 
@@ -47,7 +57,9 @@ def test_libcuda_folders_are_memoized_and_rechecked(tmp_path):
     memo, libs = str(tmp_path / "memo"), tmp_path / "cuda-libs"
     libs.mkdir()
     (libs / "libcuda.so.1").write_bytes(b"")
-    code = INSTALL.format(memo=memo) + """
+    code = (
+        INSTALL.format(memo=memo)
+        + """
 calls = []
 def lookup():  # stands for Triton's `ldconfig -p` lookup
     calls.append(1)
@@ -56,6 +68,7 @@ nvd.libcuda_dirs = lookup
 tc.install_memoized_toolchain_identity(memo_dir)
 print(json.dumps({{"dirs": nvd.libcuda_dirs(), "lookups": len(calls)}}))
 """.format(libs=str(libs))
+    )
     assert last_json(python(code)) == {"dirs": [str(libs)], "lookups": 1}
     assert last_json(python(code)) == {"dirs": [str(libs)], "lookups": 0}  # read back
     env = child_env(LD_LIBRARY_PATH=str(tmp_path))
@@ -65,7 +78,8 @@ print(json.dumps({{"dirs": nvd.libcuda_dirs(), "lookups": len(calls)}}))
 
 
 def test_stat_identity_follows_the_files(tmp_path):
-    out = last_json(python(f"""
+    out = last_json(
+        python(f"""
 import json, os
 from qsa_warmup.triton_compat.toolchain import stat_identity
 path = {str(tmp_path / "f")!r}
@@ -75,12 +89,14 @@ same = stat_identity([path])
 os.utime(path, ns=(1, 1))
 touched = stat_identity([path])
 print(json.dumps([first == same, first != touched, stat_identity([path], "x") != touched]))
-"""))
+""")
+    )
     assert out == [True, True, True]
 
 
 def test_each_distinct_launcher_module_is_loaded_once():
-    out = last_json(python("""
+    out = last_json(
+        python("""
 import json
 from triton.backends.nvidia import driver as nvd
 from qsa_warmup import triton_compat as tc
@@ -96,12 +112,14 @@ again = nvd.compile_module_from_src(src="A", name="__triton_launcher", library_d
 b = nvd.compile_module_from_src(src="B", name="__triton_launcher", library_dirs=["x"])
 other_dirs = nvd.compile_module_from_src(src="A", name="__triton_launcher", library_dirs=["y"])
 print(json.dumps({"loads": loads, "same": a is again, "distinct": len({id(a), id(b), id(other_dirs)})}))
-"""))
+""")
+    )
     assert out == {"loads": ["A", "B", "A"], "same": True, "distinct": 3}
 
 
 def test_launcher_sources_are_made_once_per_distinct_arguments():
-    out = last_json(python("""
+    out = last_json(
+        python("""
 import json
 from triton.backends.nvidia import driver as nvd
 from qsa_warmup import triton_compat as tc
@@ -116,14 +134,16 @@ a = nvd.make_launcher({(2,): 1}, {0: "*fp32"}, None)
 again = nvd.make_launcher({(2,): 1}, {0: "*fp32"}, None)
 flag = nvd.make_launcher({(2,): True}, {0: "*fp32"}, None)  # equal to 1 in Python, not the same constant
 print(json.dumps({"made": made, "same": a == again}))
-"""))
+""")
+    )
     assert out == {"made": ["{(2,): 1}", "{(2,): True}"], "same": True}
 
 
 def test_launcher_file_cache_lookup_matches_tritons(tmp_path):
     """``prepare_launchers`` builds what Triton's lookup would not find: the lookup must be
     Triton's own (checked against a real C module build)."""
-    out = last_json(python(f"""
+    out = last_json(
+        python(f"""
 import json, os
 from triton import knobs
 knobs.cache.dir = {str(tmp_path / "triton")!r}
@@ -137,12 +157,14 @@ before = L.launcher_in_file_cache(src)
 compile_module_from_src(src=src, name="__triton_launcher")
 print(json.dumps({{"before": before, "after": L.launcher_in_file_cache(src),
                   "other": L.launcher_in_file_cache(src + "// another launcher")}}))
-"""))
+""")
+    )
     assert out == {"before": False, "after": True, "other": False}
 
 
 def test_missing_launchers_are_built_at_once(tmp_path):
-    out = last_json(python("""
+    out = last_json(
+        python("""
 import json, threading
 from types import SimpleNamespace
 from triton.backends.nvidia import driver as nvd
@@ -165,12 +187,14 @@ def kernel(sig):
 kernels = [kernel(s) for s in ("a", "b", "a", "cached", "b")]
 n = tc.prepare_launchers(kernels, jobs=4)
 print(json.dumps({"n": n, "built": sorted(built)}))
-"""))
+""")
+    )
     assert out == {"n": 2, "built": ["a", "b"]}
 
 
 def test_a_launcher_another_process_built_meanwhile_is_not_built_again():
-    out = last_json(python("""
+    out = last_json(
+        python("""
 import contextlib, json
 from types import SimpleNamespace
 from triton.backends.nvidia import driver as nvd
@@ -191,5 +215,6 @@ kernels = [SimpleNamespace(src=SimpleNamespace(constants={}, signature={0: s}, f
            for s in ("a", "b")]
 n = tc.prepare_launchers(kernels, jobs=1, guard=guard)
 print(json.dumps({"n": n, "built": built, "held": held}))
-"""))
+""")
+    )
     assert out == {"n": 1, "built": ["b"], "held": [True, True]}

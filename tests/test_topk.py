@@ -1,8 +1,17 @@
 import pytest
 import torch
 
-from kernels import (SINGLE_PASS_MAX_COLS, SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MIN_COLS, TopkConfig, ragged_topk, ragged_topk_launch,
-                     ragged_topk_launches, topk_launch_config)
+from kernels import (
+    SINGLE_PASS_MAX_COLS,
+    SPLIT_FINISH_APART_MIN_ROWS,
+    SPLIT_MIN_COLS,
+    TopkConfig,
+    ragged_topk,
+    ragged_topk_launch,
+    ragged_topk_launches,
+    topk_launch_config,
+)
+
 from _helpers import INT_POISON, assert_topk_matches
 
 
@@ -13,8 +22,9 @@ def _lengths_around(k, width, gen):
     return torch.tensor([min(x, width + 5) for x in fixed + rand], dtype=torch.int32)
 
 
-@pytest.mark.parametrize("width,k", [(64, 1), (300, 7), (1000, 64), (1500, 100), (2100, 2048), (4096, 512),
-                                     (5000, 3000)])
+@pytest.mark.parametrize(
+    "width,k", [(64, 1), (300, 7), (1000, 64), (1500, 100), (2100, 2048), (4096, 512), (5000, 3000)]
+)
 def test_topk_random_rows(device, width, k):
     gen = torch.Generator().manual_seed(width * 31 + k)
     lengths = _lengths_around(k, width, gen)
@@ -48,7 +58,9 @@ def test_topk_row_stride_and_unaligned_views(device):
     ragged_topk(logits.to(device), lengths.to(device), 40, out_dev[1:10])
     out_all = out_dev.cpu()
     assert_topk_matches(out_all[1:10], logits, lengths, 40)
-    assert (out_all[0] == INT_POISON).all() and (out_all[10] == INT_POISON).all(), "wrote outside the view"
+    assert (out_all[0] == INT_POISON).all() and (out_all[10] == INT_POISON).all(), (
+        "wrote outside the view"
+    )
 
 
 def test_topk_streaming_path(device):
@@ -59,16 +71,30 @@ def test_topk_streaming_path(device):
     lengths = torch.tensor([width, SINGLE_PASS_MAX_COLS + 1, 299], dtype=torch.int32)
     logits = torch.randn(3, width, generator=gen)
     out = torch.full((3, k), INT_POISON, dtype=torch.int32, device=device)
-    ragged_topk_launch(logits.to(device), lengths.to(device), k, out,
-                       config=TopkConfig("streaming", 8192, 16, 1024)).run()
+    ragged_topk_launch(
+        logits.to(device),
+        lengths.to(device),
+        k,
+        out,
+        config=TopkConfig("streaming", 8192, 16, 1024),
+    ).run()
     assert_topk_matches(out, logits, lengths, k)
 
 
-@pytest.mark.parametrize("chunk,width,k,ties,candidates", [
-    (256, 700, 50, True, 1024), (512, 3000, 333, True, 1024), (1024, 5000, 300, False, 1024),
-    (256, 200, 500, False, 1024), (1024, 2500, 1024, True, 2048), (256, 900, 1, False, 1024),
-    # candidate lists that overflow: the finishing program streams the row instead
-    (256, 3000, 333, True, 16), (512, 2000, 100, False, 16)])
+@pytest.mark.parametrize(
+    "chunk,width,k,ties,candidates",
+    [
+        (256, 700, 50, True, 1024),
+        (512, 3000, 333, True, 1024),
+        (1024, 5000, 300, False, 1024),
+        (256, 200, 500, False, 1024),
+        (1024, 2500, 1024, True, 2048),
+        (256, 900, 1, False, 1024),
+        # candidate lists that overflow: the finishing program streams the row instead
+        (256, 3000, 333, True, 16),
+        (512, 2000, 100, False, 16),
+    ],
+)
 @pytest.mark.parametrize("finish_warps", [0, 2])
 def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates, finish_warps):
     # the split path's kernels with small chunks: many programs per row, atomics across them,
@@ -80,9 +106,15 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates,
     if ties:
         logits = logits.round(decimals=1) - 0.3  # both signs, many equal values
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
-    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out,
-                                    config=TopkConfig("split", chunk, 4, 0, candidates=candidates, collect_warps=4,
-                                                      finish_warps=finish_warps))
+    launches = ragged_topk_launches(
+        logits.to(device),
+        lengths.to(device),
+        k,
+        out,
+        config=TopkConfig(
+            "split", chunk, 4, 0, candidates=candidates, collect_warps=4, finish_warps=finish_warps
+        ),
+    )
     assert len(launches) == (3 if finish_warps else 2)
     for launch in launches:
         launch.run()
@@ -101,19 +133,24 @@ def test_topk_split_bound_over_group_maxima(device, group, ties):
         logits = logits.round(decimals=1)
     lengths = torch.tensor([width, width - 5, 2048, 3000, 40], dtype=torch.int32)
     out = torch.full((5, k), INT_POISON, dtype=torch.int32, device=device)
-    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=TopkConfig(
-        "split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group))
+    launches = ragged_topk_launches(
+        logits.to(device),
+        lengths.to(device),
+        k,
+        out,
+        config=TopkConfig("split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group),
+    )
     for launch in launches:
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
-    bounds = launches[0].args[3][:5 * 8].view(5, 8).cpu()
+    bounds = launches[0].args[3][: 5 * 8].view(5, 8).cpu()
     keys = logits.view(torch.int32)
     keys = keys ^ ((keys >> 31) & 0x7FFFFFFF)
     for row, n in enumerate(lengths.tolist()):
         full = n // chunk
         share = -(-k // max(full, 1))
         for c in range(full):
-            at_least = int((keys[row, c * chunk:(c + 1) * chunk] >= bounds[row, c]).sum())
+            at_least = int((keys[row, c * chunk : (c + 1) * chunk] >= bounds[row, c]).sum())
             assert at_least >= share, (row, c, at_least, share)
 
 
@@ -138,8 +175,13 @@ def test_topk_split_value_ranges(device, spread):
         logits[:, 1024:1536] += 100.0
     lengths = torch.tensor([width, 2999, 1500, 201], dtype=torch.int32)
     out = torch.full((4, k), INT_POISON, dtype=torch.int32, device=device)
-    for launch in ragged_topk_launches(logits.to(device), lengths.to(device), k, out,
-                                       config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4)):
+    for launch in ragged_topk_launches(
+        logits.to(device),
+        lengths.to(device),
+        k,
+        out,
+        config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
+    ):
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
 
@@ -160,7 +202,9 @@ def test_topk_split_candidate_list_sized_from_k(device, k):
     assert_topk_matches(out, logits, lengths, k)
     counts = launches[0].args[2][:3].cpu()
     assert (counts >= k).all() and (counts <= cfg.candidates).all(), counts
-    assert cfg.group == {512: 8, 1500: 4, 2048: 4}[k], cfg  # 4+ group maxima per needed key of a 32K row
+    assert cfg.group == {512: 8, 1500: 4, 2048: 4}[k], (
+        cfg
+    )  # 4+ group maxima per needed key of a 32K row
 
 
 def test_topk_rows_choose_where_split_rows_finish():
@@ -169,11 +213,18 @@ def test_topk_rows_choose_where_split_rows_finish():
     many = topk_launch_config(32768, 512, SPLIT_FINISH_APART_MIN_ROWS)
     assert few.finish_warps == 0 and many.finish_warps > 0
     assert (few.block, few.candidates, few.group) == (many.block, many.candidates, many.group)
-    assert topk_launch_config(4096, 512, 10 * SPLIT_FINISH_APART_MIN_ROWS) == topk_launch_config(4096, 512)
+    assert topk_launch_config(4096, 512, 10 * SPLIT_FINISH_APART_MIN_ROWS) == topk_launch_config(
+        4096, 512
+    )
     from kernels import TensorMeta
+
     for rows, count in ((SPLIT_FINISH_APART_MIN_ROWS - 1, 2), (SPLIT_FINISH_APART_MIN_ROWS, 3)):
-        launches = ragged_topk_launches(TensorMeta((rows, 32768), torch.float32), TensorMeta((rows,), torch.int32),
-                                        512, TensorMeta((rows, 512), torch.int32))
+        launches = ragged_topk_launches(
+            TensorMeta((rows, 32768), torch.float32),
+            TensorMeta((rows,), torch.int32),
+            512,
+            TensorMeta((rows, 512), torch.int32),
+        )
         assert len(launches) == count
         assert launches[1].options["FINISH"] == (count == 2)
 
@@ -191,7 +242,9 @@ def test_topk_split_path_by_shape_with_views(device):
     ragged_topk(logits.to(device), lengths_all[1:].to(device), k, out_all[1:5])
     out_all = out_all.cpu()
     assert_topk_matches(out_all[1:5], logits, lengths_all[1:], k)
-    assert (out_all[0] == INT_POISON).all() and (out_all[5] == INT_POISON).all(), "wrote outside the view"
+    assert (out_all[0] == INT_POISON).all() and (out_all[5] == INT_POISON).all(), (
+        "wrote outside the view"
+    )
 
 
 @pytest.mark.parametrize("block", [1024, 2048])
@@ -202,8 +255,9 @@ def test_topk_streaming_constants_small_block(device, block):
     lengths = torch.tensor([width, 4097, 1025, 901, 900, 0], dtype=torch.int32)
     logits = torch.randn(len(lengths), width, generator=gen).round(decimals=1)  # many ties
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
-    launch = ragged_topk_launch(logits.to(device), lengths.to(device), k, out,
-                                config=TopkConfig("streaming", block, 4, 256))
+    launch = ragged_topk_launch(
+        logits.to(device), lengths.to(device), k, out, config=TopkConfig("streaming", block, 4, 256)
+    )
     launch.run()
     assert_topk_matches(out, logits, lengths, k)
 
@@ -213,16 +267,23 @@ def test_topk_buckets_are_finite():
     assert len(configs) <= 8
 
 
-@pytest.mark.parametrize("bad,exc,word", [
-    (dict(logits=torch.zeros(2, 8, dtype=torch.float16)), TypeError, "logits"),
-    (dict(lengths=torch.zeros(2, dtype=torch.int64)), TypeError, "lengths"),
-    (dict(out=torch.zeros(2, 3, dtype=torch.int32)), ValueError, "out"),
-    (dict(k=0), ValueError, "k"),
-    (dict(lengths=torch.zeros(3, dtype=torch.int32)), ValueError, "lengths"),
-])
+@pytest.mark.parametrize(
+    "bad,exc,word",
+    [
+        (dict(logits=torch.zeros(2, 8, dtype=torch.float16)), TypeError, "logits"),
+        (dict(lengths=torch.zeros(2, dtype=torch.int64)), TypeError, "lengths"),
+        (dict(out=torch.zeros(2, 3, dtype=torch.int32)), ValueError, "out"),
+        (dict(k=0), ValueError, "k"),
+        (dict(lengths=torch.zeros(3, dtype=torch.int32)), ValueError, "lengths"),
+    ],
+)
 def test_topk_bad_input(bad, exc, word):
-    args = dict(logits=torch.zeros(2, 8), lengths=torch.zeros(2, dtype=torch.int32), k=4,
-                out=torch.zeros(2, 4, dtype=torch.int32))
+    args = dict(
+        logits=torch.zeros(2, 8),
+        lengths=torch.zeros(2, dtype=torch.int32),
+        k=4,
+        out=torch.zeros(2, 4, dtype=torch.int32),
+    )
     args.update(bad)
     with pytest.raises(exc, match=word):
         ragged_topk(**args)
@@ -232,11 +293,18 @@ def test_topk_single_path_small_config(device):
     gen = torch.Generator().manual_seed(21)
     width, k = 3000, 333
     lengths = torch.tensor([width, 334, 333, 2000, 0], dtype=torch.int32)
-    logits = torch.randn(len(lengths), width, generator=gen).round(decimals=2) - 0.5  # ties, both signs
+    logits = (
+        torch.randn(len(lengths), width, generator=gen).round(decimals=2) - 0.5
+    )  # ties, both signs
     out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
     cfg = topk_launch_config(width, 512)
-    ragged_topk_launch(logits.to(device), lengths.to(device), k, out, config=TopkConfig(
-        cfg.path, cfg.block, cfg.num_warps, cfg.out_block)).run()
+    ragged_topk_launch(
+        logits.to(device),
+        lengths.to(device),
+        k,
+        out,
+        config=TopkConfig(cfg.path, cfg.block, cfg.num_warps, cfg.out_block),
+    ).run()
     assert_topk_matches(out, logits, lengths, k)
 
 
@@ -256,5 +324,9 @@ def test_topk_split_limit_is_the_path_threshold(device):
 
 def test_topk_device_mismatch_is_named():
     with pytest.raises(ValueError, match="lengths is on meta"):
-        ragged_topk(torch.zeros(2, 8), torch.zeros(2, dtype=torch.int32, device="meta"), 4,
-                    torch.zeros(2, 4, dtype=torch.int32))
+        ragged_topk(
+            torch.zeros(2, 8),
+            torch.zeros(2, dtype=torch.int32, device="meta"),
+            4,
+            torch.zeros(2, 4, dtype=torch.int32),
+        )

@@ -35,9 +35,22 @@ def run(op, *args, **kwargs):
 
 
 start = time.perf_counter()
-sweep_envelope(cfg, run, seed=int(sys.argv[2]) if len(sys.argv) > 2 else 1,
-               inputs=Inputs("cuda", realistic=True, num_blocks=4096, seed=0))
+sweep_envelope(
+    cfg,
+    run,
+    seed=int(sys.argv[2]) if len(sys.argv) > 2 else 1,
+    inputs=Inputs("cuda", realistic=True, num_blocks=4096, seed=0),
+)
 torch.cuda.synchronize()
-print(json.dumps({"launcher_calls": calls["n"], "compiles": events["compiled"], "cache_hits": events["hits"],
-                  "compiled_kernels": sorted(set(events["names"])), "seconds": time.perf_counter() - start,
-                  "cache_dir": knobs.cache.dir}))
+print(
+    json.dumps(
+        {
+            "launcher_calls": calls["n"],
+            "compiles": events["compiled"],
+            "cache_hits": events["hits"],
+            "compiled_kernels": sorted(set(events["names"])),
+            "seconds": time.perf_counter() - start,
+            "cache_dir": knobs.cache.dir,
+        }
+    )
+)

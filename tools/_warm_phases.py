@@ -16,16 +16,20 @@ import time
 
 sys.path.insert(0, ".")
 import torch  # noqa: E402
+
 import kernels  # noqa: E402,F401
 
 target = sys.argv[sys.argv.index("--target") + 1] if "--target" in sys.argv else None
 if target is None:
     torch.cuda.init()
     torch.empty(1, device="cuda")
-import qsa_warmup  # noqa: E402
-from qsa_warmup import cache, hook, planner, triton_compat as tc  # noqa: E402
-import triton.compiler.compiler as cc  # noqa: E402
 import triton.backends.nvidia.driver as nv_driver  # noqa: E402
+import triton.compiler.compiler as cc  # noqa: E402
+
+import qsa_warmup  # noqa: E402
+from qsa_warmup import cache  # noqa: E402
+from qsa_warmup import triton_compat as tc  # noqa: E402
+from qsa_warmup.triton_compat import loader  # noqa: E402
 
 acc = collections.Counter()
 
@@ -39,12 +43,18 @@ def timed(owner, name, label=None):
             return f(*a, **k)
         finally:
             acc[label or name] += time.perf_counter() - t0
+
     setattr(owner, name, wrapper)
 
 
-for owner, name in ((planner, "memoized_plan"), (hook, "current_fingerprint"), (cache.KernelCache, "verify_entry"),
-                    (cache.KernelCache, "read_entry"), (tc, "load_from_entry"), (tc, "init_handles"),
-                    (tc, "compiled_kernel_from_files")):
+for owner, name in (
+    (cache.BoundCache, "plan"),
+    (cache.Fingerprint, "current"),
+    (cache.BoundCache, "lookup"),
+    (tc, "load_from_entry"),
+    (tc, "init_handles"),
+    (loader, "compiled_kernel_from_files"),
+):
     timed(owner, name)
 timed(cc, "compile", "triton_compile")
 timed(tc, "current_gpu_target")  # Triton's driver starts here (its utils module loads)
@@ -65,6 +75,17 @@ if profiler:
 gluon_by_hook = "triton.experimental.gluon" in sys.modules
 t = time.perf_counter()
 import triton.experimental.gluon  # noqa: E402,F401  (imported by Triton's binder on its first call)
+
 gluon_s = time.perf_counter() - t
-print(json.dumps({"total_s": total, "gluon_imported_by_hook": gluon_by_hook, "gluon_import_after_s": gluon_s,
-                  "loaded": report.loaded, "compiled": report.compiled, "phases_s": dict(acc.most_common())}))
+print(
+    json.dumps(
+        {
+            "total_s": total,
+            "gluon_imported_by_hook": gluon_by_hook,
+            "gluon_import_after_s": gluon_s,
+            "loaded": report.loaded,
+            "compiled": report.compiled,
+            "phases_s": dict(acc.most_common()),
+        }
+    )
+)

@@ -46,14 +46,28 @@ def _env(cache=None, triton_dir=None):
 
 
 def _prebuild_cmd(preset, target, cache, jobs):
-    cmd = [sys.executable, "-m", "qsa_warmup", "prebuild", "--preset", preset, "--target", target,
-           "--cache-dir", cache, "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "qsa_warmup",
+        "prebuild",
+        "--preset",
+        preset,
+        "--target",
+        target,
+        "--cache-dir",
+        cache,
+        "--json",
+    ]
     return cmd + (["--jobs", str(jobs)] if jobs else [])
 
 
 def timed_processes(cmds, env):
     start = time.perf_counter()
-    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True) for c in cmds]
+    procs = [
+        subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+        for c in cmds
+    ]
     outs = [json.loads(p.communicate()[0]) for p in procs]
     return time.perf_counter() - start, outs
 
@@ -67,40 +81,91 @@ def main():
     ap.add_argument("--json", default="bench_build.json")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="bench-build-")
-    r = {"cores": os.cpu_count(), "jobs": args.jobs, "procs": args.procs, "preset": args.preset, "target": args.target}
+    r = {
+        "cores": os.cpu_count(),
+        "jobs": args.jobs,
+        "procs": args.procs,
+        "preset": args.preset,
+        "target": args.target,
+    }
     # warm the OS page cache for imports, so the first measurement is not penalized
-    subprocess.run([sys.executable, "-m", "qsa_warmup", "plan", "--preset", args.preset, "--target", args.target],
-                   env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall, (serial,) = timed_processes([_prebuild_cmd(args.preset, args.target, f"{root}/serial", 1)], _env())
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qsa_warmup",
+            "plan",
+            "--preset",
+            args.preset,
+            "--target",
+            args.target,
+        ],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wall, (serial,) = timed_processes(
+        [_prebuild_cmd(args.preset, args.target, f"{root}/serial", 1)], _env()
+    )
     # "build" is prebuild's own clock (plan, fingerprint, pool and compiles), without the
     # interpreter's start and imports, which are the same for any --jobs
-    r["serial"] = {"wall": wall, "build": serial["seconds"], "compiled": serial["compiled"], "planned": serial["planned"]}
-    wall, (par,) = timed_processes([_prebuild_cmd(args.preset, args.target, f"{root}/parallel", args.jobs)], _env())
+    r["serial"] = {
+        "wall": wall,
+        "build": serial["seconds"],
+        "compiled": serial["compiled"],
+        "planned": serial["planned"],
+    }
+    wall, (par,) = timed_processes(
+        [_prebuild_cmd(args.preset, args.target, f"{root}/parallel", args.jobs)], _env()
+    )
     r["parallel"] = {"wall": wall, "build": par["seconds"], "compiled": par["compiled"]}
     r["parallel_vs_ideal"] = r["parallel"]["build"] / (r["serial"]["build"] / args.jobs)
-    wall, outs = timed_processes([_prebuild_cmd(args.preset, args.target, f"{root}/shared", None)
-                                  for _ in range(args.procs)], _env())
-    r["concurrent"] = {"wall": wall, "compiled_total": sum(o["compiled"] for o in outs),
-                       "per_process": [o["compiled"] for o in outs]}
+    wall, outs = timed_processes(
+        [
+            _prebuild_cmd(args.preset, args.target, f"{root}/shared", None)
+            for _ in range(args.procs)
+        ],
+        _env(),
+    )
+    r["concurrent"] = {
+        "wall": wall,
+        "compiled_total": sum(o["compiled"] for o in outs),
+        "per_process": [o["compiled"] for o in outs],
+    }
     r["concurrent_vs_parallel"] = wall / r["parallel"]["wall"]
     script = os.path.join(root, "triton_alone.py")
     with open(script, "w") as f:
         f.write(_TRITON_ALONE)
-    wall, outs = timed_processes([[sys.executable, script, HERE, args.preset, args.target]
-                                  for _ in range(args.procs)], _env(triton_dir=f"{root}/triton-alone"))
-    r["triton_alone_concurrent"] = {"wall": wall, "compiled_total": sum(o["compiled"] for o in outs)}
+    wall, outs = timed_processes(
+        [[sys.executable, script, HERE, args.preset, args.target] for _ in range(args.procs)],
+        _env(triton_dir=f"{root}/triton-alone"),
+    )
+    r["triton_alone_concurrent"] = {
+        "wall": wall,
+        "compiled_total": sum(o["compiled"] for o in outs),
+    }
     with open(args.json, "w") as f:
         json.dump(r, f, indent=1)
-    print(f"plan: {serial['planned']} specs, {args.jobs} jobs, {args.procs} processes, {os.cpu_count()} cores")
-    print(f"serial (--jobs 1)   {r['serial']['build']:6.1f} s build ({r['serial']['wall']:.1f} s wall)  "
-          f"compiled {serial['compiled']}")
-    print(f"parallel (--jobs N) {r['parallel']['build']:6.1f} s build ({r['parallel']['wall']:.1f} s wall) = "
-          f"{r['parallel_vs_ideal']:.2f} x serial/N (target <= 1.3)")
-    print(f"{args.procs} concurrent      {r['concurrent']['wall']:6.1f} s  = "
-          f"{r['concurrent_vs_parallel']:.2f} x parallel (target <= 1.2), compiled {r['concurrent']['compiled_total']} "
-          f"in total {r['concurrent']['per_process']}")
-    print(f"Triton alone x{args.procs}    {r['triton_alone_concurrent']['wall']:6.1f} s  compiled "
-          f"{r['triton_alone_concurrent']['compiled_total']} in total")
+    print(
+        f"plan: {serial['planned']} specs, {args.jobs} jobs, {args.procs} processes, {os.cpu_count()} cores"
+    )
+    print(
+        f"serial (--jobs 1)   {r['serial']['build']:6.1f} s build ({r['serial']['wall']:.1f} s wall)  "
+        f"compiled {serial['compiled']}"
+    )
+    print(
+        f"parallel (--jobs N) {r['parallel']['build']:6.1f} s build ({r['parallel']['wall']:.1f} s wall) = "
+        f"{r['parallel_vs_ideal']:.2f} x serial/N (target <= 1.3)"
+    )
+    print(
+        f"{args.procs} concurrent      {r['concurrent']['wall']:6.1f} s  = "
+        f"{r['concurrent_vs_parallel']:.2f} x parallel (target <= 1.2), compiled {r['concurrent']['compiled_total']} "
+        f"in total {r['concurrent']['per_process']}"
+    )
+    print(
+        f"Triton alone x{args.procs}    {r['triton_alone_concurrent']['wall']:6.1f} s  compiled "
+        f"{r['triton_alone_concurrent']['compiled_total']} in total"
+    )
 
 
 if __name__ == "__main__":

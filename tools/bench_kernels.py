@@ -21,9 +21,19 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, ".")
-from kernels import (decode_launch_config, decode_scores_launch, prefill_launch_config, prefill_logits_layout,  # noqa
-                     prefill_scores_launch, qsa_select_paged_decode, qsa_select_paged_prefill, ragged_topk,
-                     ragged_topk_launch, ragged_topk_launches, topk_launch_config, TopkConfig)
+from kernels import (
+    TopkConfig,
+    decode_launch_config,
+    decode_scores_launch,
+    prefill_launch_config,
+    prefill_logits_layout,  # noqa
+    prefill_scores_launch,
+    qsa_select_paged_decode,
+    qsa_select_paged_prefill,
+    ragged_topk,
+    ragged_topk_launches,
+    topk_launch_config,
+)
 
 HEADS, HEAD_DIM, PAGE = 32, 128, 64
 
@@ -92,7 +102,7 @@ def matmul_rate():
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     ms = bench(lambda: a @ b)
-    return 2 * 8192 ** 3 / ms / 1e9  # TFLOP/s
+    return 2 * 8192**3 / ms / 1e9  # TFLOP/s
 
 
 REFERENCE = None  # the spec module (--reference): its decode kernel timed beside ours
@@ -105,10 +115,18 @@ def load_reference(path):
     import types
 
     import triton.language as tl
-    stubs = {"vllm": {}, "vllm.model_executor": {}, "vllm.model_executor.warmup": {}, "vllm.utils": {},
-             "vllm.envs": {}, "vllm.model_executor.warmup.jit_warmup_triton_helper": {"TritonWarmupTensor": object},
-             "vllm.platforms": {"current_platform": None}, "vllm.triton_utils": {"tl": tl, "triton": triton},
-             "vllm.utils.math_utils": {"round_up": lambda a, b: -(-a // b) * b}}
+
+    stubs = {
+        "vllm": {},
+        "vllm.model_executor": {},
+        "vllm.model_executor.warmup": {},
+        "vllm.utils": {},
+        "vllm.envs": {},
+        "vllm.model_executor.warmup.jit_warmup_triton_helper": {"TritonWarmupTensor": object},
+        "vllm.platforms": {"current_platform": None},
+        "vllm.triton_utils": {"tl": tl, "triton": triton},
+        "vllm.utils.math_utils": {"round_up": lambda a, b: -(-a // b) * b},
+    }
     for name, attrs in stubs.items():
         module = sys.modules.setdefault(name, types.ModuleType(name))
         for key, value in attrs.items():
@@ -128,10 +146,26 @@ def reference_decode(q, k_cache, page_table, visible, logits):
 
     def run():
         ref._qsa_mqa_paged_uniform_kernel[grid](
-            q, k_cache, page_table, visible, logits, *q.stride()[:-1], *k_cache.stride()[:2],
-            *page_table.stride()[:-1], *logits.stride()[:-1], PAGE_SIZE=k_cache.shape[1],
-            PAGE_TABLE_WIDTH=page_table.shape[1], NUM_HEADS=q.shape[1], HEAD_DIM=q.shape[2], DECODE_QUERY_LEN=1,
-            BLOCK_N=64, TILES_PER_PROG=tpp, STAGES=2, num_warps=1 if k_cache.dtype == torch.float8_e4m3fn else 2)
+            q,
+            k_cache,
+            page_table,
+            visible,
+            logits,
+            *q.stride()[:-1],
+            *k_cache.stride()[:2],
+            *page_table.stride()[:-1],
+            *logits.stride()[:-1],
+            PAGE_SIZE=k_cache.shape[1],
+            PAGE_TABLE_WIDTH=page_table.shape[1],
+            NUM_HEADS=q.shape[1],
+            HEAD_DIM=q.shape[2],
+            DECODE_QUERY_LEN=1,
+            BLOCK_N=64,
+            TILES_PER_PROG=tpp,
+            STAGES=2,
+            num_warps=1 if k_cache.dtype == torch.float8_e4m3fn else 2,
+        )
+
     return run
 
 
@@ -141,7 +175,9 @@ def decode_inputs(reqs, columns, dtype, sets=1):
     k_cache = torch.randn(pages, PAGE, 1, HEAD_DIM, device="cuda").to(dtype)
     q = torch.randn(reqs, HEADS, HEAD_DIM, device="cuda").to(dtype)
     perm = torch.randperm(pages, device="cuda").to(torch.int32)
-    tables = [perm[i * reqs * width:(i + 1) * reqs * width].view(reqs, width) for i in range(sets)]
+    tables = [
+        perm[i * reqs * width : (i + 1) * reqs * width].view(reqs, width) for i in range(sets)
+    ]
     visible = torch.full((reqs,), columns, dtype=torch.int32, device="cuda")
     return q, k_cache, tables, visible
 
@@ -156,6 +192,7 @@ def precompile(launches, threads=12):
             launch.warmup()
         except Exception:  # noqa: BLE001 - reported when the variant is timed
             pass
+
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         list(pool.map(build, launches))
 
@@ -166,38 +203,70 @@ def rotating(fns):
     def call():
         fns[state["i"] % len(fns)]()
         state["i"] += 1
+
     return call
 
 
 def decode_case(reqs, columns, dtype, sweep):
-    sets = max(1, (1 << 30) // (reqs * columns * HEAD_DIM * torch.empty((), dtype=dtype).element_size()))
+    sets = max(
+        1, (1 << 30) // (reqs * columns * HEAD_DIM * torch.empty((), dtype=dtype).element_size())
+    )
     sets = min(sets, 8)
     q, k_cache, tables, visible = decode_inputs(reqs, columns, dtype, sets)
     logits = torch.empty(reqs, columns, device="cuda")
-    bytes_moved = reqs * columns * (HEAD_DIM * k_cache.element_size() + 4) + reqs * HEADS * HEAD_DIM * q.element_size()
+    bytes_moved = (
+        reqs * columns * (HEAD_DIM * k_cache.element_size() + 4)
+        + reqs * HEADS * HEAD_DIM * q.element_size()
+    )
     base = decode_launch_config(dtype, HEADS, HEAD_DIM, 1, reqs, columns)
 
     def timed(cfg, rep=200):
-        launches = [decode_scores_launch(q, k_cache, t, visible, logits, 1, config=cfg) for t in tables]
+        launches = [
+            decode_scores_launch(q, k_cache, t, visible, logits, 1, config=cfg) for t in tables
+        ]
         return bench(rotating([l.run for l in launches]), rep=rep)
-    runs = [decode_scores_launch(q, k_cache, t, visible, logits, 1, config=base).run for t in tables]
+
+    runs = [
+        decode_scores_launch(q, k_cache, t, visible, logits, 1, config=base).run for t in tables
+    ]
     ms = bench(rotating(runs))
     clean_ms = bench_clean(rotating(runs))
     b2b_ms = bench_back_to_back(runs)
-    result = {"reqs": reqs, "columns": columns, "dtype": str(dtype).split(".")[-1], "ms": ms,
-              "tbps": bytes_moved / ms / 1e9, "clean_ms": clean_ms, "clean_tbps": bytes_moved / clean_ms / 1e9,
-              "b2b_ms": b2b_ms, "b2b_tbps": bytes_moved / b2b_ms / 1e9, "config": dataclasses.asdict(base)}
+    result = {
+        "reqs": reqs,
+        "columns": columns,
+        "dtype": str(dtype).split(".")[-1],
+        "ms": ms,
+        "tbps": bytes_moved / ms / 1e9,
+        "clean_ms": clean_ms,
+        "clean_tbps": bytes_moved / clean_ms / 1e9,
+        "b2b_ms": b2b_ms,
+        "b2b_tbps": bytes_moved / b2b_ms / 1e9,
+        "config": dataclasses.asdict(base),
+    }
     if REFERENCE is not None:  # the spec's kernel, same inputs, same three timings
         refs = [reference_decode(q, k_cache, t, visible, logits) for t in tables]
-        result["reference"] = {"tbps": bytes_moved / bench(rotating(refs)) / 1e9,
-                               "clean_tbps": bytes_moved / bench_clean(rotating(refs)) / 1e9,
-                               "b2b_tbps": bytes_moved / bench_back_to_back(refs) / 1e9}
+        result["reference"] = {
+            "tbps": bytes_moved / bench(rotating(refs)) / 1e9,
+            "clean_tbps": bytes_moved / bench_clean(rotating(refs)) / 1e9,
+            "b2b_tbps": bytes_moved / bench_back_to_back(refs) / 1e9,
+        }
     if sweep:
-        configs = [dataclasses.replace(base, block_n=block_n, num_warps=warps, num_stages=stages, tiles_per_program=tpp)
-                   for block_n in (32, 64, 128)
-                   for warps in ((1, 2, 4) if dtype == torch.float8_e4m3fn else (2, 4, 8))
-                   for stages in (1, 2, 3) for tpp in (1, 2, 4, 8)]  # 1: plain loads, which keep the L2 hint
-        precompile([decode_scores_launch(q, k_cache, tables[0], visible, logits, 1, config=cfg) for cfg in configs])
+        configs = [
+            dataclasses.replace(
+                base, block_n=block_n, num_warps=warps, num_stages=stages, tiles_per_program=tpp
+            )
+            for block_n in (32, 64, 128)
+            for warps in ((1, 2, 4) if dtype == torch.float8_e4m3fn else (2, 4, 8))
+            for stages in (1, 2, 3)
+            for tpp in (1, 2, 4, 8)
+        ]  # 1: plain loads, which keep the L2 hint
+        precompile(
+            [
+                decode_scores_launch(q, k_cache, tables[0], visible, logits, 1, config=cfg)
+                for cfg in configs
+            ]
+        )
         trials = []
         for cfg in configs:
             label = (cfg.block_n, cfg.num_warps, cfg.num_stages, cfg.tiles_per_program)
@@ -206,8 +275,17 @@ def decode_case(reqs, columns, dtype, sweep):
             except Exception as exc:  # noqa: BLE001 - a config may not fit
                 trials.append((float("inf"), *label, str(exc)[:80]))
         trials.sort()
-        result["sweep_best"] = [dict(ms=t[0], tbps=bytes_moved / t[0] / 1e9, block_n=t[1], warps=t[2], stages=t[3],
-                                     tpp=t[4]) for t in trials[:6]]
+        result["sweep_best"] = [
+            dict(
+                ms=t[0],
+                tbps=bytes_moved / t[0] / 1e9,
+                block_n=t[1],
+                warps=t[2],
+                stages=t[3],
+                tpp=t[4],
+            )
+            for t in trials[:6]
+        ]
     return result, (q, k_cache, tables[0], visible, logits)
 
 
@@ -222,11 +300,19 @@ def topk_case(logits, visible, k, sweep):
     def masked_torch():
         masked = logits.masked_fill(col[None, :] >= visible[:, None], float("-inf"))
         return torch.topk(masked, k, dim=1)
+
     theirs = bench(masked_torch)
     got = logits.gather(1, out.long()).sort(dim=1, descending=True).values
     exact = bool(torch.equal(got, masked_torch().values.sort(dim=1, descending=True).values))
-    result = {"rows": rows, "cols": cols, "k": k, "ms": ours, "torch_topk_ms": theirs, "ratio": ours / theirs,
-              "exact": exact}
+    result = {
+        "rows": rows,
+        "cols": cols,
+        "k": k,
+        "ms": ours,
+        "torch_topk_ms": theirs,
+        "ratio": ours / theirs,
+        "exact": exact,
+    }
     result["path"] = topk_launch_config(cols, k).path
     # GPU time alone (host launch overhead removed): each side's launches in one CUDA graph
     result["graph_ms"] = graph_bench(lambda: ragged_topk(logits, visible, k, out))
@@ -239,22 +325,45 @@ def topk_case(logits, visible, k, sweep):
             def run():
                 for launch in ragged_topk_launches(logits, visible, k, out, config=cfg):
                     launch.run()
+
             try:
                 ms = graph_bench(run, rep=100)
                 got_cfg = logits.gather(1, out.long()).sort(dim=1, descending=True).values
                 trials.append((ms, *label, bool(torch.equal(got_cfg, want))))
             except Exception as exc:  # noqa: BLE001
                 trials.append((float("inf"), *label, str(exc)[:80]))
+
         want = masked_torch().values.sort(dim=1, descending=True).values
-        one_row = (TopkConfig("streaming", 8192, 16, 1024) if cols > 32768 else
-                   TopkConfig("single", max(1024, triton.next_power_of_2(cols)), 16, 1024))
+        one_row = (
+            TopkConfig("streaming", 8192, 16, 1024)
+            if cols > 32768
+            else TopkConfig("single", max(1024, triton.next_power_of_2(cols)), 16, 1024)
+        )
         cands = topk_launch_config(cols, k).candidates or 2048
-        configs = [(dataclasses.replace(one_row, num_warps=warps), "per-row", "bisect", warps)
-                   for warps in (8, 16, 32)]
-        configs += [(TopkConfig("split", chunk, warps, 0, candidates=cands, collect_warps=collect_warps),
-                     "split", chunk, warps, cands, collect_warps)
-                    for chunk in (2048, 4096, 8192) for warps in (4, 8, 16) for collect_warps in (4, 8, 16)]
-        precompile([launch for cfg, *_ in configs for launch in ragged_topk_launches(logits, visible, k, out, config=cfg)])
+        configs = [
+            (dataclasses.replace(one_row, num_warps=warps), "per-row", "bisect", warps)
+            for warps in (8, 16, 32)
+        ]
+        configs += [
+            (
+                TopkConfig("split", chunk, warps, 0, candidates=cands, collect_warps=collect_warps),
+                "split",
+                chunk,
+                warps,
+                cands,
+                collect_warps,
+            )
+            for chunk in (2048, 4096, 8192)
+            for warps in (4, 8, 16)
+            for collect_warps in (4, 8, 16)
+        ]
+        precompile(
+            [
+                launch
+                for cfg, *_ in configs
+                for launch in ragged_topk_launches(logits, visible, k, out, config=cfg)
+            ]
+        )
         for cfg, *label in configs:
             trial(cfg, *label)
         result["sweep"] = sorted(trials, key=lambda t: t[0])
@@ -279,16 +388,40 @@ def prefill_case(dtype, sweep, reqs=4, new_tokens=2048, context=131072, ratio=4,
     base = prefill_launch_config(dtype, heads, HEAD_DIM)
 
     def scoring(cfg):
-        launches = [prefill_scores_launch(q, k_cache, page_table, qsl, visible, logits[:min(chunk, rows - s)],
-                                          new_tokens, s, min(chunk, rows - s), logits_width, config=cfg)
-                    for s in range(0, rows, chunk)]
+        launches = [
+            prefill_scores_launch(
+                q,
+                k_cache,
+                page_table,
+                qsl,
+                visible,
+                logits[: min(chunk, rows - s)],
+                new_tokens,
+                s,
+                min(chunk, rows - s),
+                logits_width,
+                config=cfg,
+            )
+            for s in range(0, rows, chunk)
+        ]
         return lambda: [l.run() for l in launches]
+
     ms = bench(scoring(base), rep=300)
     out = torch.empty(rows, 2048 // ratio, dtype=torch.int32, device="cuda")
-    select_ms = bench(lambda: qsa_select_paged_prefill(q, k_cache, page_table, qsl, visible, 2048, ratio, new_tokens,
-                                                       out, context), rep=300)
-    result = {"dtype": str(dtype).split(".")[-1], "heads": heads, "scoring_ms": ms, "tflops": flops / ms / 1e9,
-              "select_ms": select_ms, "config": dataclasses.asdict(base)}
+    select_ms = bench(
+        lambda: qsa_select_paged_prefill(
+            q, k_cache, page_table, qsl, visible, 2048, ratio, new_tokens, out, context
+        ),
+        rep=300,
+    )
+    result = {
+        "dtype": str(dtype).split(".")[-1],
+        "heads": heads,
+        "scoring_ms": ms,
+        "tflops": flops / ms / 1e9,
+        "select_ms": select_ms,
+        "config": dataclasses.asdict(base),
+    }
     if dtype == torch.bfloat16:  # the prefill select's top-k on one logits chunk
         result["topk_chunk"] = topk_case(logits, visible[:chunk].contiguous(), 2048 // ratio, sweep)
     if sweep:
@@ -296,20 +429,34 @@ def prefill_case(dtype, sweep, reqs=4, new_tokens=2048, context=131072, ratio=4,
         for tile_r in (4, 8, 16):
             for warps in (4, 8):
                 for stages in (2,):
-                    for acc in ((32, 128) if dtype == torch.float8_e4m3fn else (0,)):
+                    for acc in (32, 128) if dtype == torch.float8_e4m3fn else (0,):
                         hp = base.heads_pad
-                        cfg = dataclasses.replace(base, tile_r=tile_r, num_warps=warps, num_stages=stages,
-                                                  imprecise_acc=acc)
+                        cfg = dataclasses.replace(
+                            base,
+                            tile_r=tile_r,
+                            num_warps=warps,
+                            num_stages=stages,
+                            imprecise_acc=acc,
+                        )
                         if tile_r * hp > 512:
                             continue
                         try:
                             t = bench(scoring(cfg), rep=100)
-                        except Exception as exc:  # noqa: BLE001
+                        except Exception:  # noqa: BLE001
                             t = float("inf")
                         trials.append((t, tile_r, warps, stages, acc))
         trials.sort()
-        result["sweep_best"] = [dict(ms=t[0], tflops=flops / t[0] / 1e9, tile_r=t[1], warps=t[2], stages=t[3],
-                                     imprecise_acc=t[4]) for t in trials[:6]]
+        result["sweep_best"] = [
+            dict(
+                ms=t[0],
+                tflops=flops / t[0] / 1e9,
+                tile_r=t[1],
+                warps=t[2],
+                stages=t[3],
+                imprecise_acc=t[4],
+            )
+            for t in trials[:6]
+        ]
     return result
 
 
@@ -317,43 +464,72 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default="bench_kernels.json")
     parser.add_argument("--sweep", action="store_true")
-    parser.add_argument("--reference", help="path of qsa_indexer_spec.py: time its decode kernel beside ours")
+    parser.add_argument(
+        "--reference", help="path of qsa_indexer_spec.py: time its decode kernel beside ours"
+    )
     args = parser.parse_args()
     global REFERENCE
     if args.reference:
         REFERENCE = load_reference(args.reference)
-    report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "python": platform.python_version()}
+    report = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+    }
     report["copy_tbps"] = copy_bandwidth()
     report["copy_clean_tbps"] = copy_bandwidth(clean=True)
     report["bf16_matmul_tflops"] = matmul_rate()
-    print(f"copy {report['copy_tbps']:.2f} TB/s (clean L2 {report['copy_clean_tbps']:.2f})   bf16 matmul {report['bf16_matmul_tflops']:.0f} TFLOP/s", flush=True)
+    print(
+        f"copy {report['copy_tbps']:.2f} TB/s (clean L2 {report['copy_clean_tbps']:.2f})   bf16 matmul {report['bf16_matmul_tflops']:.0f} TFLOP/s",
+        flush=True,
+    )
     report["decode"], report["topk"], report["select"] = [], [], []
     for dtype in (torch.bfloat16, torch.float8_e4m3fn):
         for reqs, cols in ((64, 32768), (256, 8192), (8, 32768)):
-            res, (q, k_cache, table, visible, logits) = decode_case(reqs, cols, dtype, args.sweep and reqs != 256)
+            res, (q, k_cache, table, visible, logits) = decode_case(
+                reqs, cols, dtype, args.sweep and reqs != 256
+            )
             res["of_copy"] = res["tbps"] / report["copy_tbps"]
             res["clean_of_copy"] = res["clean_tbps"] / report["copy_clean_tbps"]
             report["decode"].append(res)
             ref = res.get("reference")
-            print(f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms']*1e3:8.1f} us {res['tbps']:.2f} TB/s "
-                  f"({res['of_copy']:.0%} of copy); clean L2 {res['clean_tbps']:.2f} TB/s ({res['clean_of_copy']:.0%}); "
-                  f"back to back {res['b2b_tbps']:.2f} TB/s"
-                  + (f"; spec kernel {ref['tbps']:.2f} / {ref['clean_tbps']:.2f} / {ref['b2b_tbps']:.2f}" if ref else ""),
-                  res.get("sweep_best", [None])[0], flush=True)
+            print(
+                f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms'] * 1e3:8.1f} us {res['tbps']:.2f} TB/s "
+                f"({res['of_copy']:.0%} of copy); clean L2 {res['clean_tbps']:.2f} TB/s ({res['clean_of_copy']:.0%}); "
+                f"back to back {res['b2b_tbps']:.2f} TB/s"
+                + (
+                    f"; spec kernel {ref['tbps']:.2f} / {ref['clean_tbps']:.2f} / {ref['b2b_tbps']:.2f}"
+                    if ref
+                    else ""
+                ),
+                res.get("sweep_best", [None])[0],
+                flush=True,
+            )
             if dtype == torch.bfloat16:
                 t = topk_case(logits, visible, 512, args.sweep)
                 report["topk"].append(t)
-                print(f"topk {reqs}x{cols} k=512 {t['ms']*1e3:.1f} us vs torch.topk {t['torch_topk_ms']*1e3:.1f} us "
-                      f"= {t['ratio']:.2f}x; in CUDA graphs {t['graph_ms']*1e3:.1f} vs {t['torch_graph_ms']*1e3:.1f} us "
-                      f"= {t['graph_ratio']:.2f}x; exact={t['exact']}", t.get("sweep", [])[:8], flush=True)
+                print(
+                    f"topk {reqs}x{cols} k=512 {t['ms'] * 1e3:.1f} us vs torch.topk {t['torch_topk_ms'] * 1e3:.1f} us "
+                    f"= {t['ratio']:.2f}x; in CUDA graphs {t['graph_ms'] * 1e3:.1f} vs {t['torch_graph_ms'] * 1e3:.1f} us "
+                    f"= {t['graph_ratio']:.2f}x; exact={t['exact']}",
+                    t.get("sweep", [])[:8],
+                    flush=True,
+                )
             out = torch.empty(reqs, 512, dtype=torch.int32, device="cuda")
-            select = lambda: qsa_select_paged_decode(q, k_cache, table, visible, 2048, 4, 1, out)  # noqa: E731
+
+            def select(q=q, k_cache=k_cache, table=table, visible=visible, out=out):
+                qsa_select_paged_decode(q, k_cache, table, visible, 2048, 4, 1, out)
+
             ms, graph_ms = bench(select), graph_bench(select)
-            report["select"].append({"dtype": res["dtype"], "reqs": reqs, "cols": cols, "ms": ms, "graph_ms": graph_ms})
-            print(f"select {res['dtype']} {reqs}x{cols} {ms*1e3:.1f} us (in a CUDA graph {graph_ms*1e3:.1f} us)",
-                  flush=True)
+            report["select"].append(
+                {"dtype": res["dtype"], "reqs": reqs, "cols": cols, "ms": ms, "graph_ms": graph_ms}
+            )
+            print(
+                f"select {res['dtype']} {reqs}x{cols} {ms * 1e3:.1f} us (in a CUDA graph {graph_ms * 1e3:.1f} us)",
+                flush=True,
+            )
             save(report, args.json)
             del q, k_cache, table, visible, logits
             torch.cuda.empty_cache()
@@ -363,8 +539,12 @@ def main():
         p["of_matmul"] = p["tflops"] / report["bf16_matmul_tflops"]
         report["prefill"].append(p)
         save(report, args.json)
-        print(f"prefill {p['dtype']} scoring {p['scoring_ms']:.2f} ms {p['tflops']:.0f} TFLOP/s "
-              f"({p['of_matmul']:.0%} of bf16 matmul), select {p['select_ms']:.2f} ms", p.get("sweep_best"), flush=True)
+        print(
+            f"prefill {p['dtype']} scoring {p['scoring_ms']:.2f} ms {p['tflops']:.0f} TFLOP/s "
+            f"({p['of_matmul']:.0%} of bf16 matmul), select {p['select_ms']:.2f} ms",
+            p.get("sweep_best"),
+            flush=True,
+        )
     save(report, args.json)
 
 

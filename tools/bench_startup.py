@@ -99,7 +99,9 @@ def write_points(preset: str) -> str:
     from qsa_warmup.config import load_config
     from qsa_warmup.planner import build_plan
 
-    plan = build_plan(load_config(preset=preset), tc.target_name(tc.current_gpu_target()), offline=True)
+    plan = build_plan(
+        load_config(preset=preset), tc.target_name(tc.current_gpu_target()), offline=True
+    )
     path = os.path.join(tempfile.gettempdir(), f"qsa_bench_startup_points_{preset}.json")
     with open(path, "w") as f:
         json.dump([(s.family, list(s.point)) for s in plan.specs], f)
@@ -117,14 +119,27 @@ def run(mode, preset, cache, procs=1, points=""):
     with open(script, "w") as f:
         f.write(CHILD)
     start = time.perf_counter()
-    ps = [subprocess.Popen([sys.executable, script, ROOT, mode, preset, cache, points], stdout=subprocess.PIPE, env=env,
-                           text=True) for _ in range(procs)]
+    ps = [
+        subprocess.Popen(
+            [sys.executable, script, ROOT, mode, preset, cache, points],
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        for _ in range(procs)
+    ]
     outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in ps]
-    return {"mode": mode, "procs": procs, "process_wall_s": time.perf_counter() - start,
-            "max_ready_s": max(o["ready_s"] for o in outs), "max_total_s": max(o["total_s"] for o in outs),
-            "compiles": sum(o["compiles"] for o in outs),
-            "compiles_after_ready": sum(o["compiles_after_ready"] for o in outs),
-            "file_loads_after_ready": sum(o["file_loads_after_ready"] for o in outs), "each": outs}
+    return {
+        "mode": mode,
+        "procs": procs,
+        "process_wall_s": time.perf_counter() - start,
+        "max_ready_s": max(o["ready_s"] for o in outs),
+        "max_total_s": max(o["total_s"] for o in outs),
+        "compiles": sum(o["compiles"] for o in outs),
+        "compiles_after_ready": sum(o["compiles_after_ready"] for o in outs),
+        "file_loads_after_ready": sum(o["file_loads_after_ready"] for o in outs),
+        "each": outs,
+    }
 
 
 CASES = ("cold", "warm", "step")
@@ -134,9 +149,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="default")
     ap.add_argument("--procs", type=int, default=8)
-    ap.add_argument("--cases", default=",".join(CASES),
-                    help="comma-separated subset of cold, warm, step (warm and step build their caches untimed)")
-    ap.add_argument("--repeat", type=int, default=1, help="warm and step runs per mode (the best is kept)")
+    ap.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help="comma-separated subset of cold, warm, step (warm and step build their caches untimed)",
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="warm and step runs per mode (the best is kept)"
+    )
     ap.add_argument("--json", default="bench_startup.json")
     args = ap.parse_args()
     cases = set(args.cases.split(","))
@@ -149,43 +169,57 @@ def main():
     def best(mode, cache):
         runs = [run(mode, args.preset, cache, points=points) for _ in range(args.repeat)]
         return min(runs, key=lambda r: r["max_total_s"])
+
     r = {}
     # the one-process cold runs also build the caches the warm and step runs start from
     r["cold1_triton_warmup"] = run("triton-warmup", args.preset, fresh("t1"), points=points)
     r["cold1_hook"] = run("hook", args.preset, fresh("h1"), points=points)
     if "cold" in cases:
-        r["coldK_triton_warmup"] = run("triton-warmup", args.preset, fresh("tK"), args.procs, points)
+        r["coldK_triton_warmup"] = run(
+            "triton-warmup", args.preset, fresh("tK"), args.procs, points
+        )
         r["coldK_hook"] = run("hook", args.preset, fresh("hK"), args.procs, points)
     if "warm" in cases:
         r["warm_triton_warmup"] = best("triton-warmup", fresh("t1"))
         r["warm_triton_warmup_driver_started"] = best("triton-warmup-started", fresh("t1"))
         r["warm_hook"] = best("hook", fresh("h1"))
         r["warm_ratio"] = r["warm_hook"]["max_ready_s"] / r["warm_triton_warmup"]["max_ready_s"]
-        r["warm_ratio_vs_driver_started"] = (r["warm_hook"]["max_ready_s"]
-                                             / r["warm_triton_warmup_driver_started"]["max_ready_s"])
+        r["warm_ratio_vs_driver_started"] = (
+            r["warm_hook"]["max_ready_s"] / r["warm_triton_warmup_driver_started"]["max_ready_s"]
+        )
     if "step" in cases:
         r["first_step_triton_lazy_warm"] = best("triton-lazy-step", fresh("t1"))
-        r["first_step_triton_lazy_cold"] = run("triton-lazy-step", args.preset, fresh("tcold"), points=points)
+        r["first_step_triton_lazy_cold"] = run(
+            "triton-lazy-step", args.preset, fresh("tcold"), points=points
+        )
         r["first_step_triton_warmup_warm"] = best("triton-warmup-step", fresh("t1"))
         r["first_step_hook_warm"] = best("hook-step", fresh("h1"))
-        r["warm_plus_first_step_ratio"] = (r["first_step_hook_warm"]["max_total_s"]
-                                           / r["first_step_triton_warmup_warm"]["max_total_s"])
+        r["warm_plus_first_step_ratio"] = (
+            r["first_step_hook_warm"]["max_total_s"]
+            / r["first_step_triton_warmup_warm"]["max_total_s"]
+        )
     if "cold" in cases:
         r["coldK_vs_cold1_hook"] = r["coldK_hook"]["max_ready_s"] / r["cold1_hook"]["max_ready_s"]
     with open(args.json, "w") as f:
         json.dump(r, f, indent=1)
     for name, v in r.items():
         if isinstance(v, dict):
-            print(f"{name:<30} ready {v['max_ready_s']:7.3f} s  total {v['max_total_s']:7.3f} s  procs {v['procs']}  "
-                  f"compiles {v['compiles']}  compiles/file loads after ready {v['compiles_after_ready']}/"
-                  f"{v['file_loads_after_ready']}")
+            print(
+                f"{name:<30} ready {v['max_ready_s']:7.3f} s  total {v['max_total_s']:7.3f} s  procs {v['procs']}  "
+                f"compiles {v['compiles']}  compiles/file loads after ready {v['compiles_after_ready']}/"
+                f"{v['file_loads_after_ready']}"
+            )
     if "warm_ratio" in r:
-        print(f"warm start hook / Triton warmup() = {r['warm_ratio']:.3f} (target <= 0.1); against Triton with its "
-              f"driver, binders and kernel hashes made before the timer: {r['warm_ratio_vs_driver_started']:.3f}")
+        print(
+            f"warm start hook / Triton warmup() = {r['warm_ratio']:.3f} (target <= 0.1); against Triton with its "
+            f"driver, binders and kernel hashes made before the timer: {r['warm_ratio_vs_driver_started']:.3f}"
+        )
     if "warm_plus_first_step_ratio" in r:
         print(f"with the first decode step: {r['warm_plus_first_step_ratio']:.3f}")
     if "coldK_vs_cold1_hook" in r:
-        print(f"cold K={args.procs} / 1 process (hook) = {r['coldK_vs_cold1_hook']:.2f} (target <= 1.2)")
+        print(
+            f"cold K={args.procs} / 1 process (hook) = {r['coldK_vs_cold1_hook']:.2f} (target <= 1.2)"
+        )
 
 
 if __name__ == "__main__":

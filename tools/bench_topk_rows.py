@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 
 import torch
@@ -20,6 +19,7 @@ import torch
 sys.path.insert(0, ".")
 sys.path.insert(0, "tools")
 from bench_kernels import bench, graph_bench, save  # noqa: E402
+
 from kernels import ragged_topk_launches, topk_launch_config  # noqa: E402
 
 
@@ -41,26 +41,43 @@ def main():
         dispatched = topk_launch_config(cols, k, rows)
         fused = dataclasses.replace(topk_launch_config(cols, k, 1))
         configs = [("dispatched", dispatched), ("fused", fused)]
-        configs += [(f"apart.w{w}", dataclasses.replace(fused, finish_warps=w, collect_warps=fused.num_warps))
-                    for w in (2, 4, 8)]
-        torch_ms = graph_bench(lambda: torch.topk(logits, k, dim=1))
+        configs += [
+            (
+                f"apart.w{w}",
+                dataclasses.replace(fused, finish_warps=w, collect_warps=fused.num_warps),
+            )
+            for w in (2, 4, 8)
+        ]
+        torch_ms = graph_bench(lambda logits=logits: torch.topk(logits, k, dim=1))
         for name, cfg in configs:
             launches = ragged_topk_launches(logits, lengths, k, out, config=cfg)
 
             def run(launches=launches):
                 for launch in launches:
                     launch.run()
+
             out.fill_(-7)
             graph_ms = graph_bench(run)
             eager_ms = bench(run)
             got = logits.gather(1, out.long()).sort(dim=1, descending=True).values
-            case = {"rows": rows, "name": name, "launches": len(launches), "graph_ms": graph_ms, "eager_ms": eager_ms,
-                    "torch_graph_ms": torch_ms, "graph_ratio": graph_ms / torch_ms, "exact": bool(torch.equal(got, want)),
-                    "config": dataclasses.asdict(cfg)}
+            case = {
+                "rows": rows,
+                "name": name,
+                "launches": len(launches),
+                "graph_ms": graph_ms,
+                "eager_ms": eager_ms,
+                "torch_graph_ms": torch_ms,
+                "graph_ratio": graph_ms / torch_ms,
+                "exact": bool(torch.equal(got, want)),
+                "config": dataclasses.asdict(cfg),
+            }
             report["cases"].append(case)
-            print(f"{rows:>5} x {cols} {name:>11} ({len(launches)} launches): graph {graph_ms*1e3:8.1f} us "
-                  f"eager {eager_ms*1e3:8.1f} us  torch.topk graph {torch_ms*1e3:8.1f} us "
-                  f"= {graph_ms/torch_ms:.2f}x exact={case['exact']}", flush=True)
+            print(
+                f"{rows:>5} x {cols} {name:>11} ({len(launches)} launches): graph {graph_ms * 1e3:8.1f} us "
+                f"eager {eager_ms * 1e3:8.1f} us  torch.topk graph {torch_ms * 1e3:8.1f} us "
+                f"= {graph_ms / torch_ms:.2f}x exact={case['exact']}",
+                flush=True,
+            )
             save(report, args.json)
         del logits, out, want
         torch.cuda.empty_cache()

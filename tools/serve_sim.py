@@ -37,7 +37,8 @@ def rank_main(args):
     after = {"compiles": 0, "cache_file_loads": 0}
     knobs.compilation.listener = lambda **kw: after.__setitem__(
         "compiles" if not kw["cache_hit"] else "cache_file_loads",
-        after["compiles" if not kw["cache_hit"] else "cache_file_loads"] + 1)
+        after["compiles" if not kw["cache_hit"] else "cache_file_loads"] + 1,
+    )
     cfg = qsa_warmup.load_config(preset=args.preset)
     rng = random.Random(args.rank)
     checks = {"done": 0, "wrong": 0, "first_step_s": None}
@@ -47,13 +48,20 @@ def rank_main(args):
         if op is kernels.qsa_select_paged_decode:
             q, k_cache, table, visible, token_topk, ratio, dql, out = a
             rows = list(range(0, q.shape[0], max(1, q.shape[0] // 2)))[:2]
-            scores = ref.decode_scores(q[rows].cpu(), k_cache.cpu(), table[[r // dql for r in rows]].cpu(),
-                                       visible[rows].cpu(), 1)
+            scores = ref.decode_scores(
+                q[rows].cpu(),
+                k_cache.cpu(),
+                table[[r // dql for r in rows]].cpu(),
+                visible[rows].cpu(),
+                1,
+            )
             want = ref.select_blocks(scores, visible[rows].cpu(), token_topk // ratio)
         elif op is kernels.expand_qsa_block_indices:
             blocks, pos, visible, ratio, token_topk, out = a
             rows = [0, blocks.shape[0] - 1]
-            want = ref.expand_block_indices(blocks[rows].cpu(), pos[rows].cpu(), visible[rows].cpu(), ratio, token_topk)
+            want = ref.expand_block_indices(
+                blocks[rows].cpu(), pos[rows].cpu(), visible[rows].cpu(), ratio, token_topk
+            )
             return bool(torch.equal(out[rows].cpu().long(), want))
         else:
             return True
@@ -63,8 +71,11 @@ def rank_main(args):
             exp = want[i][want[i] >= 0]
             if len(sel) != len(exp):
                 return False
-            if len(sel) and not torch.allclose(scores[i, sel].sort().values, scores[i, exp].sort().values,
-                                               rtol=1e-2 if q.dtype == torch.float8_e4m3fn else 1e-3):
+            if len(sel) and not torch.allclose(
+                scores[i, sel].sort().values,
+                scores[i, exp].sort().values,
+                rtol=1e-2 if q.dtype == torch.float8_e4m3fn else 1e-3,
+            ):
                 return False
         return True
 
@@ -80,16 +91,36 @@ def rank_main(args):
 
     error = None
     try:
-        sweep_envelope(cfg, run, seed=args.rank, samples=8,
-                       inputs=Inputs("cuda", realistic=True, num_blocks=4096, seed=args.rank))
+        sweep_envelope(
+            cfg,
+            run,
+            seed=args.rank,
+            samples=8,
+            inputs=Inputs("cuda", realistic=True, num_blocks=4096, seed=args.rank),
+        )
         torch.cuda.synchronize()
     except qsa_warmup.StrictModeError as exc:
         error = str(exc)
-    print(json.dumps({"rank": args.rank, "hook_s": hook_s, "loaded": report.loaded, "compiled_in_hook": report.compiled,
-                      "rebuilt": report.rebuilt, "warnings": report.warnings, "calls": calls["n"],
-                      "compiles_after_warmup": after["compiles"], "cache_file_loads_after_warmup":
-                      after["cache_file_loads"], "spot_checks": checks["done"], "wrong": checks["wrong"],
-                      "first_step_s": checks["first_step_s"], "strict_error": error}), flush=True)
+    print(
+        json.dumps(
+            {
+                "rank": args.rank,
+                "hook_s": hook_s,
+                "loaded": report.loaded,
+                "compiled_in_hook": report.compiled,
+                "rebuilt": report.rebuilt,
+                "warnings": report.warnings,
+                "calls": calls["n"],
+                "compiles_after_warmup": after["compiles"],
+                "cache_file_loads_after_warmup": after["cache_file_loads"],
+                "spot_checks": checks["done"],
+                "wrong": checks["wrong"],
+                "first_step_s": checks["first_step_s"],
+                "strict_error": error,
+            }
+        ),
+        flush=True,
+    )
 
 
 def main():
@@ -106,22 +137,47 @@ def main():
         return rank_main(args)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     start = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), "--preset", args.preset, "--cache-dir",
-                               args.cache_dir, "--check-rate", str(args.check_rate)], stdout=subprocess.PIPE, env=env,
-                              text=True) for r in range(args.procs)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--rank",
+                str(r),
+                "--preset",
+                args.preset,
+                "--cache-dir",
+                args.cache_dir,
+                "--check-rate",
+                str(args.check_rate),
+            ],
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        for r in range(args.procs)
+    ]
     ranks = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
-    summary = {"label": args.label, "procs": args.procs, "wall_s": time.perf_counter() - start,
-               "compiled_in_hooks": sum(r["compiled_in_hook"] for r in ranks),
-               "compiles_after_warmup": sum(r["compiles_after_warmup"] for r in ranks),
-               "cache_file_loads_after_warmup": sum(r["cache_file_loads_after_warmup"] for r in ranks),
-               "wrong": sum(r["wrong"] for r in ranks), "spot_checks": sum(r["spot_checks"] for r in ranks),
-               "calls": sum(r["calls"] for r in ranks), "strict_errors": [r["strict_error"] for r in ranks
-                                                                          if r["strict_error"]],
-               "max_hook_s": max(r["hook_s"] for r in ranks), "ranks": ranks}
-    print(f"{args.label}: {args.procs} ranks, hook <= {summary['max_hook_s']:.2f} s, compiled in hooks "
-          f"{summary['compiled_in_hooks']}, compiles after warmup {summary['compiles_after_warmup']}, cache-file "
-          f"loads after warmup {summary['cache_file_loads_after_warmup']}, {summary['calls']} launcher calls, "
-          f"{summary['wrong']}/{summary['spot_checks']} spot checks wrong, strict errors {len(summary['strict_errors'])}")
+    summary = {
+        "label": args.label,
+        "procs": args.procs,
+        "wall_s": time.perf_counter() - start,
+        "compiled_in_hooks": sum(r["compiled_in_hook"] for r in ranks),
+        "compiles_after_warmup": sum(r["compiles_after_warmup"] for r in ranks),
+        "cache_file_loads_after_warmup": sum(r["cache_file_loads_after_warmup"] for r in ranks),
+        "wrong": sum(r["wrong"] for r in ranks),
+        "spot_checks": sum(r["spot_checks"] for r in ranks),
+        "calls": sum(r["calls"] for r in ranks),
+        "strict_errors": [r["strict_error"] for r in ranks if r["strict_error"]],
+        "max_hook_s": max(r["hook_s"] for r in ranks),
+        "ranks": ranks,
+    }
+    print(
+        f"{args.label}: {args.procs} ranks, hook <= {summary['max_hook_s']:.2f} s, compiled in hooks "
+        f"{summary['compiled_in_hooks']}, compiles after warmup {summary['compiles_after_warmup']}, cache-file "
+        f"loads after warmup {summary['cache_file_loads_after_warmup']}, {summary['calls']} launcher calls, "
+        f"{summary['wrong']}/{summary['spot_checks']} spot checks wrong, strict errors {len(summary['strict_errors'])}"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)

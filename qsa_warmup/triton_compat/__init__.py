@@ -21,33 +21,102 @@ own back.
 from __future__ import annotations
 
 from ._patches import restore
-from .cache_managers import (RelocatingCacheManager, file_cache_dirname, group_file_paths, install_cache_manager,
-                             make_layered_manager, repoint_group_file, repointed_group, set_triton_cache,
-                             store_binaries_only, triton_cache_dir, use_triton_cache_dir)
-from .hooks import RequestedVariant, capture_requests, compilation_listener, forced_compile, install_jit_cache_hook
+from .cache_managers import (
+    RelocatingCacheManager,
+    file_cache_dirname,
+    group_file_paths,
+    install_cache_manager,
+    make_layered_manager,
+    repoint_group_file,
+    repointed_group,
+    set_triton_cache,
+    store_binaries_only,
+    triton_cache_dir,
+    use_triton_cache_dir,
+)
+from .hooks import (
+    RequestedVariant,
+    capture_requests,
+    compilation_listener,
+    forced_compile,
+    install_jit_cache_hook,
+)
 from .launchers import init_handles, prepare_launchers, share_launcher_modules
-from .loader import (CompiledInfo, binding_knobs, compile_hash_of, compiled_info, compiled_kernel_from_files,
-                     forget_compiled, is_jit_function, load_from_entry, request_key_of, settle_kernel_hashes, specialization_data)
-from .targets import (GPUTarget, OfflineDriver, active_driver, compilable_archs, current_gpu_target, device_context,
-                      parse_target, set_active_target, target_limits, target_name)
+from .loader import (
+    CompiledInfo,
+    binding_knobs,
+    compile_hash_of,
+    compiled_info,
+    compiled_kernel_from_files,
+    forget_compiled,
+    is_jit_function,
+    load_from_entry,
+    request_key_of,
+    settle_kernel_hashes,
+    specialization_data,
+)
+from .targets import (
+    GPUTarget,
+    OfflineDriver,
+    active_driver,
+    compilable_archs,
+    current_gpu_target,
+    device_context,
+    parse_target,
+    set_active_target,
+    target_limits,
+    target_name,
+)
 from .toolchain import install_memoized_toolchain_identity, toolchain_parts
 
 __all__ = [
     "restore",
     # targets
-    "GPUTarget", "OfflineDriver", "active_driver", "compilable_archs", "current_gpu_target", "device_context",
-    "parse_target", "set_active_target", "target_limits", "target_name",
+    "GPUTarget",
+    "OfflineDriver",
+    "active_driver",
+    "compilable_archs",
+    "current_gpu_target",
+    "device_context",
+    "parse_target",
+    "set_active_target",
+    "target_limits",
+    "target_name",
     # hooks
-    "RequestedVariant", "capture_requests", "compilation_listener", "forced_compile", "install_jit_cache_hook",
+    "RequestedVariant",
+    "capture_requests",
+    "compilation_listener",
+    "forced_compile",
+    "install_jit_cache_hook",
     # cache managers
-    "RelocatingCacheManager", "file_cache_dirname", "group_file_paths", "install_cache_manager",
-    "make_layered_manager", "repoint_group_file", "repointed_group", "set_triton_cache", "store_binaries_only",
-    "triton_cache_dir", "use_triton_cache_dir",
+    "RelocatingCacheManager",
+    "file_cache_dirname",
+    "group_file_paths",
+    "install_cache_manager",
+    "make_layered_manager",
+    "repoint_group_file",
+    "repointed_group",
+    "set_triton_cache",
+    "store_binaries_only",
+    "triton_cache_dir",
+    "use_triton_cache_dir",
     # loader
-    "CompiledInfo", "binding_knobs", "compile_hash_of", "compiled_info", "compiled_kernel_from_files",
-    "forget_compiled", "is_jit_function", "load_from_entry", "request_key_of", "settle_kernel_hashes", "specialization_data",
+    "CompiledInfo",
+    "binding_knobs",
+    "compile_hash_of",
+    "compiled_info",
+    "compiled_kernel_from_files",
+    "forget_compiled",
+    "is_jit_function",
+    "load_from_entry",
+    "request_key_of",
+    "settle_kernel_hashes",
+    "specialization_data",
     # toolchain
-    "install_memoized_toolchain_identity", "toolchain_parts",
+    "install_memoized_toolchain_identity",
+    "toolchain_parts",
     # C launchers
-    "init_handles", "prepare_launchers", "share_launcher_modules",
+    "init_handles",
+    "prepare_launchers",
+    "share_launcher_modules",
 ]

@@ -7,7 +7,9 @@ import threading
 __all__ = ["replace", "original", "is_replaced", "restore"]
 
 _lock = threading.Lock()
-_originals: dict[tuple[int, str], tuple[object, str, object]] = {}  # (id(owner), name) -> (owner, name, original)
+_originals: dict[
+    tuple[int, str], tuple[object, str, object]
+] = {}  # (id(owner), name) -> (owner, name, original)
 
 
 def replace(owner, name: str, new) -> object:
@@ -34,8 +36,11 @@ def is_replaced(owner, name: str) -> bool:
 def restore(owner=None, name: str | None = None) -> int:
     """Put back Triton's originals (all of them, or those of ``owner``, or one); returns how many."""
     with _lock:
-        keys = [k for k, (o, n, _) in _originals.items()
-                if (owner is None or o is owner) and (name is None or n == name)]
+        keys = [
+            k
+            for k, (o, n, _) in _originals.items()
+            if (owner is None or o is owner) and (name is None or n == name)
+        ]
         for key in keys:
             o, n, value = _originals.pop(key)
             setattr(o, n, value)

@@ -15,9 +15,20 @@ from triton.runtime.cache import FileCacheManager, _base32
 
 from .._fs import atomic_write_json
 
-__all__ = ["file_cache_dirname", "group_file_paths", "repointed_group", "repoint_group_file",
-           "RelocatingCacheManager", "make_layered_manager", "install_cache_manager", "set_triton_cache",
-           "use_triton_cache_dir", "triton_cache_dir", "store_binaries_only", "GROUP_PREFIX"]
+__all__ = [
+    "file_cache_dirname",
+    "group_file_paths",
+    "repointed_group",
+    "repoint_group_file",
+    "RelocatingCacheManager",
+    "make_layered_manager",
+    "install_cache_manager",
+    "set_triton_cache",
+    "use_triton_cache_dir",
+    "triton_cache_dir",
+    "store_binaries_only",
+    "GROUP_PREFIX",
+]
 
 GROUP_PREFIX = "__grp__"
 
@@ -28,7 +39,9 @@ def file_cache_dirname(compile_hash: str) -> str:
 
 
 def group_file_paths(entry_dir: str) -> list[str]:
-    return sorted(os.path.join(entry_dir, n) for n in os.listdir(entry_dir) if n.startswith(GROUP_PREFIX))
+    return sorted(
+        os.path.join(entry_dir, n) for n in os.listdir(entry_dir) if n.startswith(GROUP_PREFIX)
+    )
 
 
 def repointed_group(path: str) -> tuple[dict, bool]:
@@ -76,8 +89,13 @@ class RelocatingCacheManager(FileCacheManager):
         return result
 
 
-def make_layered_manager(primary: str, overlay: str | None, memory: Callable[[], str], blocked: set,
-                         on_write_failure: Callable[[str, OSError], None]):
+def make_layered_manager(
+    primary: str,
+    overlay: str | None,
+    memory: Callable[[], str],
+    blocked: set,
+    on_write_failure: Callable[[str, OSError], None],
+):
     """A cache manager class for a serving process.
 
     Reads: ``primary``, then ``overlay`` (group files resolved by name, so moved copies hit);

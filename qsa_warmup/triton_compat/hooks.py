@@ -12,8 +12,13 @@ from triton import knobs
 
 from . import _patches
 
-__all__ = ["RequestedVariant", "capture_requests", "install_jit_cache_hook", "compilation_listener",
-           "forced_compile"]
+__all__ = [
+    "RequestedVariant",
+    "capture_requests",
+    "install_jit_cache_hook",
+    "compilation_listener",
+    "forced_compile",
+]
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,13 @@ def _variant_from_hook(fn, key, compile) -> RequestedVariant:
         return str(path)
 
     constants = {name(k): v for k, v in compile["constants"].items()}
-    return RequestedVariant(kernel=fn.name, key=str(key), constants=json.dumps(constants, sort_keys=True, default=str),
-                            num_warps=compile["num_warps"], num_stages=compile["num_stages"])
+    return RequestedVariant(
+        kernel=fn.name,
+        key=str(key),
+        constants=json.dumps(constants, sort_keys=True, default=str),
+        num_warps=compile["num_warps"],
+        num_stages=compile["num_stages"],
+    )
 
 
 @contextlib.contextmanager
@@ -71,8 +81,14 @@ def install_jit_cache_hook(hook: Callable[[RequestedVariant, str], bool]) -> Non
         if hook(_variant_from_hook(fn, key, compile), fn.module):
             return True
         if previous:
-            return previous(key=key, repr=repr, fn=fn, compile=compile, is_manual_warmup=is_manual_warmup,
-                            already_compiled=already_compiled)
+            return previous(
+                key=key,
+                repr=repr,
+                fn=fn,
+                compile=compile,
+                is_manual_warmup=is_manual_warmup,
+                already_compiled=already_compiled,
+            )
         return False
 
     _patches.replace(knobs.runtime, "jit_cache_hook", chained)
@@ -86,7 +102,13 @@ def compilation_listener(callback: Callable[[str, bool], None]) -> Iterator[None
     def listener(*, src, metadata, metadata_group, times, cache_hit):
         callback(metadata.get("name", "?"), cache_hit)
         if previous:
-            previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+            previous(
+                src=src,
+                metadata=metadata,
+                metadata_group=metadata_group,
+                times=times,
+                cache_hit=cache_hit,
+            )
 
     knobs.compilation.listener = listener
     try:

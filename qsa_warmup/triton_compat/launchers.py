@@ -31,11 +31,21 @@ def share_launcher_modules() -> None:
     original_source = _patches.original(nv_driver, "make_launcher")
 
     def shared(src, name, library_dirs=None, include_dirs=None, libraries=None, ccflags=None):
-        key = (src, name, *(tuple(v or ()) for v in (library_dirs, include_dirs, libraries, ccflags)))
+        key = (
+            src,
+            name,
+            *(tuple(v or ()) for v in (library_dirs, include_dirs, libraries, ccflags)),
+        )
         module = _c_modules.get(key)
         if module is None:
-            module = original(src=src, name=name, library_dirs=library_dirs, include_dirs=include_dirs,
-                              libraries=libraries, ccflags=ccflags)
+            module = original(
+                src=src,
+                name=name,
+                library_dirs=library_dirs,
+                include_dirs=include_dirs,
+                libraries=libraries,
+                ccflags=ccflags,
+            )
             _c_modules[key] = module
         return module
 
@@ -58,7 +68,9 @@ def _launcher_source(kernel) -> str:
     constants = getattr(src, "constants", {})
     index = {name: (src.fn.arg_names.index(name),) for name in constants if isinstance(name, str)}
     constants = {index.get(idx, idx): value for idx, value in constants.items()}
-    return nv_driver.make_launcher(constants, dict(src.signature), getattr(kernel.metadata, "tensordesc_meta", None))
+    return nv_driver.make_launcher(
+        constants, dict(src.signature), getattr(kernel.metadata, "tensordesc_meta", None)
+    )
 
 
 def _launcher_key(source: str) -> str:
@@ -76,8 +88,9 @@ def launcher_in_file_cache(source: str) -> bool:
     return get_cache_manager(_launcher_key(source)).get_file(name) is not None
 
 
-def prepare_launchers(kernels, jobs: int,
-                      guard: Callable[[str], contextlib.AbstractContextManager] | None = None) -> int:
+def prepare_launchers(
+    kernels, jobs: int, guard: Callable[[str], contextlib.AbstractContextManager] | None = None
+) -> int:
     """Build the C launcher modules that loading ``kernels`` will ask for and the file cache
     lacks (a cold cache, or one prebuilt on a machine without a GPU), the distinct ones in up
     to ``jobs`` threads at once: a build is a C compiler run (~0.3 s), which the threads wait
@@ -104,9 +117,13 @@ def prepare_launchers(kernels, jobs: int,
                 if launcher_in_file_cache(source):  # another process built it meanwhile
                     return False
                 # with the arguments CudaLauncher passes: its lookup then hits what this made
-                nv_driver.compile_module_from_src(src=source, name="__triton_launcher",
-                                                  library_dirs=nv_driver.library_dirs(),
-                                                  include_dirs=nv_driver.include_dirs, libraries=nv_driver.libraries)
+                nv_driver.compile_module_from_src(
+                    src=source,
+                    name="__triton_launcher",
+                    library_dirs=nv_driver.library_dirs(),
+                    include_dirs=nv_driver.include_dirs,
+                    libraries=nv_driver.libraries,
+                )
             return True
         except Exception:
             return False

@@ -15,9 +15,19 @@ from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver as _driver_config
 
-__all__ = ["is_jit_function", "CompiledInfo", "compiled_info", "compile_hash_of", "request_key_of",
-           "specialization_data", "binding_knobs", "settle_kernel_hashes", "compiled_kernel_from_files",
-           "load_from_entry", "forget_compiled"]
+__all__ = [
+    "is_jit_function",
+    "CompiledInfo",
+    "compiled_info",
+    "compile_hash_of",
+    "request_key_of",
+    "specialization_data",
+    "binding_knobs",
+    "settle_kernel_hashes",
+    "compiled_kernel_from_files",
+    "load_from_entry",
+    "forget_compiled",
+]
 
 
 def is_jit_function(fn) -> bool:
@@ -37,8 +47,14 @@ class CompiledInfo:
 def compiled_info(kernel) -> CompiledInfo:
     md = kernel.metadata
     threads = md.num_warps * md.target.warp_size * getattr(md, "num_ctas", 1)
-    return CompiledInfo(name=kernel.name, hash=kernel.hash, shared=int(md.shared), num_warps=int(md.num_warps),
-                        threads=int(threads), target=f"sm_{md.target.arch}")
+    return CompiledInfo(
+        name=kernel.name,
+        hash=kernel.hash,
+        shared=int(md.shared),
+        num_warps=int(md.num_warps),
+        threads=int(threads),
+        target=f"sm_{md.target.arch}",
+    )
 
 
 def _bind(launch, with_hash: bool = True):
@@ -57,14 +73,18 @@ def _bind(launch, with_hash: bool = True):
     kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
     bound_args, specialization, options = binder(*launch.args, **kwargs)
     key = compute_cache_key(kernel_key_cache, specialization, options)
-    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
+    options, signature, constexprs, attrs = fn._pack_args(
+        backend, kwargs, bound_args, specialization, options
+    )
     src = fn.ASTSource(fn, signature, constexprs, attrs)
     extra = src.parse_options()
     if extra:  # as compile() does; ASTSource adds nothing
         options = backend.parse_options(dict(options.__dict__, **extra))
     if not with_hash:
         return kernel_cache, key, src, options, None
-    cache_key = _runtime_cache.get_cache_key(src, backend, options, env_vars=get_cache_invalidating_env_vars())
+    cache_key = _runtime_cache.get_cache_key(
+        src, backend, options, env_vars=get_cache_invalidating_env_vars()
+    )
     return kernel_cache, key, src, options, hashlib.sha256(cache_key.encode("utf-8")).hexdigest()
 
 
@@ -90,8 +110,9 @@ def specialization_data(launch) -> str:
     from triton.runtime.jit import serialize_specialization_data
 
     _, key, src, options, _ = _bind(launch, with_hash=False)
-    return serialize_specialization_data(launch.kernel._fn_name, src.signature, src.constants, src.attrs, options,
-                                         key)
+    return serialize_specialization_data(
+        launch.kernel._fn_name, src.signature, src.constants, src.attrs, options, key
+    )
 
 
 def binding_knobs() -> str:
@@ -151,7 +172,9 @@ def _backend_for(target: GPUTarget):
     return make_backend(target)
 
 
-def compiled_kernel_from_files(src, metadata_group: dict, compile_hash: str, contents: dict | None = None):
+def compiled_kernel_from_files(
+    src, metadata_group: dict, compile_hash: str, contents: dict | None = None
+):
     """What ``CompiledKernel(src, metadata_group, hash)`` builds, with the metadata class and the
     backend made once per field set / target instead of once per kernel (a third of the warm
     load time). ``tests/test_offline_compile.py`` checks it equals Triton's constructor.
@@ -202,8 +225,11 @@ def _unbound_source(fn, data: str):
     if obj["name"] != fn._fn_name:
         raise ValueError(f"specialization data is for {obj['name']}, not {fn._fn_name}")
     constexprs = {
-        tuple(k): tl.dtype(v) if tl.dtype.is_dtype(v) else
-        tl.constexpr(v["constexpr"]) if isinstance(v, dict) and "constexpr" in v else v
+        tuple(k): tl.dtype(v)
+        if tl.dtype.is_dtype(v)
+        else tl.constexpr(v["constexpr"])
+        if isinstance(v, dict) and "constexpr" in v
+        else v
         for k, v in zip(obj["constant_keys"], obj["constant_vals"])
     }
     attrs = dict(zip(map(tuple, obj["attrs_keys"]), obj["attrs_vals"]))
@@ -211,8 +237,15 @@ def _unbound_source(fn, data: str):
     return obj["key"], fn.ASTSource(fn, signature, constexprs, attrs)
 
 
-def load_from_entry(launch, folder: str, files, compile_hash: str, planned_hash: str | None = None,
-                    specialization: str | None = None, contents: dict | None = None):
+def load_from_entry(
+    launch,
+    folder: str,
+    files,
+    compile_hash: str,
+    planned_hash: str | None = None,
+    specialization: str | None = None,
+    contents: dict | None = None,
+):
     """Put ``launch``'s kernel into its JIT function's in-memory cache straight from a verified
     entry folder, without Triton's ``compile()`` (no group-file lookup, no listener).
 

@@ -13,8 +13,19 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 from triton.runtime.driver import driver as _driver_config
 
-__all__ = ["GPUTarget", "parse_target", "target_name", "compilable_archs", "target_limits", "current_gpu_target",
-           "OfflineDriver", "active_driver", "set_active_target", "device_context", "TARGET_LIMITS"]
+__all__ = [
+    "GPUTarget",
+    "parse_target",
+    "target_name",
+    "compilable_archs",
+    "target_limits",
+    "current_gpu_target",
+    "OfflineDriver",
+    "active_driver",
+    "set_active_target",
+    "device_context",
+    "TARGET_LIMITS",
+]
 
 _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
 
@@ -24,9 +35,17 @@ _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
 _COMPILABLE = {"3.6.0": (80, 86, 87, 89, 90, 100, 103, 120, 121)}
 
 # Per-block limits of each target: (max dynamic shared memory bytes, max threads).
-TARGET_LIMITS = {80: (166912, 1024), 86: (101376, 1024), 87: (166912, 1024), 89: (101376, 1024),
-                 90: (232448, 1024), 100: (232448, 1024), 103: (232448, 1024), 120: (101376, 1024),
-                 121: (101376, 1024)}
+TARGET_LIMITS = {
+    80: (166912, 1024),
+    86: (101376, 1024),
+    87: (166912, 1024),
+    89: (101376, 1024),
+    90: (232448, 1024),
+    100: (232448, 1024),
+    103: (232448, 1024),
+    120: (101376, 1024),
+    121: (101376, 1024),
+}
 
 
 def parse_target(name: str) -> GPUTarget:
@@ -38,7 +57,9 @@ def parse_target(name: str) -> GPUTarget:
     arch = int(match.group(1))
     if arch not in compilable_archs():
         known = ", ".join(f"sm_{a}" for a in compilable_archs())
-        raise ValueError(f"triton {triton.__version__} cannot compile for sm_{arch}; it compiles for {known}")
+        raise ValueError(
+            f"triton {triton.__version__} cannot compile for sm_{arch}; it compiles for {known}"
+        )
     return GPUTarget("cuda", arch, 32)
 
 

@@ -67,7 +67,9 @@ def stat_identity(paths, extra: str = "") -> str:
     h = hashlib.sha256(f"{triton.__version__}\0{extra}".encode())
     for path in sorted(paths):
         st = os.stat(path)
-        h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode())
+        h.update(
+            f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}\n".encode()
+        )
     return h.hexdigest()
 
 
@@ -142,7 +144,9 @@ def install_memoized_toolchain_identity(memo_dir: str) -> None:
             return original_libcuda_dirs()
         # ldconfig -p prints the linker cache; LD_LIBRARY_PATH is Triton's fallback
         paths = [p for p in ("/etc/ld.so.cache", "/sbin/ldconfig") if os.path.exists(p)]
-        dirs = memo("libcuda_dirs", identity(paths, qsa_knobs.ld_library_path()), original_libcuda_dirs)
+        dirs = memo(
+            "libcuda_dirs", identity(paths, qsa_knobs.ld_library_path()), original_libcuda_dirs
+        )
         if not any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in dirs):
             return original_libcuda_dirs()  # moved since: Triton's own lookup (and its message)
         return dirs
