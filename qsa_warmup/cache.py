@@ -152,14 +152,12 @@ class CacheFolder:
 def overlay_folder(primary: CacheFolder) -> CacheFolder | None:
     """The writable folder this user's processes use beside a read-only ``primary``: under the
     user's cache folder, else the temp folder (named by the user id, so users never share it)."""
-    import platformdirs
-
     name = hashlib.sha256(primary.root.encode()).hexdigest()[:16]
     bases = (
-        platformdirs.user_cache_dir("qsa-warmup-overlays"),
+        _user_cache_dir("qsa-warmup-overlays"),
         os.path.join(tempfile.gettempdir(), f"qsa-warmup-overlays-{os.getuid()}"),
     )
-    for base in bases:
+    for base in filter(None, bases):
         folder = CacheFolder(os.path.join(base, name))
         try:
             folder.ensure_dirs()
@@ -168,6 +166,14 @@ def overlay_folder(primary: CacheFolder) -> CacheFolder | None:
         if folder.writable():
             return folder
     return None
+
+
+def _user_cache_dir(name: str) -> str | None:
+    try:
+        import platformdirs
+    except ImportError:  # a server image without it: the temp folder serves
+        return None
+    return platformdirs.user_cache_dir(name)
 
 
 @dataclass(frozen=True)
