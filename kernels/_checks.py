@@ -58,7 +58,8 @@ def check_same_device(**tensors) -> None:
 def check_last_dim_contiguous(name: str, x) -> None:
     if x.shape[-1] > 1 and x.stride(-1) != 1:
         raise ValueError(
-            f"{name} must be contiguous in its last dimension (stride {x.stride(-1)}); call .contiguous()"
+            f"{name} must be contiguous in its last dimension (stride {x.stride(-1)}); "
+            "call .contiguous()"
         )
 
 
@@ -98,7 +99,8 @@ def check_scoring_inputs(q, k_cache) -> tuple[int, int, int]:
         raise ValueError(f"q has head_dim {head_dim}; supported: {MIN_HEAD_DIM}..{MAX_HEAD_DIM}")
     if k_cache.shape[2] != 1 or k_cache.shape[3] != head_dim:
         raise ValueError(
-            f"k_cache has shape {tuple(k_cache.shape)}; expected [blocks, page_size, 1, {head_dim}] (head_dim of q)"
+            f"k_cache has shape {tuple(k_cache.shape)}; "
+            f"expected [blocks, page_size, 1, {head_dim}] (head_dim of q)"
         )
     if not q.is_contiguous():
         raise ValueError("q must be contiguous; call q.contiguous()")

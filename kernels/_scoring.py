@@ -59,7 +59,8 @@ def load_query_tile(
     HEADS_PAD: tl.constexpr,
     DOT_FP32: tl.constexpr,
 ):
-    """Load rows ``first_row ..`` of contiguous q as the [BLOCK_D, ROWS_PAD*HEADS_PAD] dot operand."""
+    """Load rows ``first_row ..`` of contiguous q as the [BLOCK_D, ROWS_PAD*HEADS_PAD] dot
+    operand."""
     n = tl.arange(0, ROWS_PAD * HEADS_PAD)
     row = n // HEADS_PAD
     head = n % HEADS_PAD

@@ -107,7 +107,8 @@ def decode_launch_config(
     num_requests: int,
     num_columns: int,
 ) -> DecodeConfig:
-    """Every launch decision of the decode scoring kernel (called by the launcher and the planner)."""
+    """Every launch decision of the decode scoring kernel (called by the launcher and the
+    planner)."""
     return _decode_launch_config(
         cache_dtype,
         num_heads,

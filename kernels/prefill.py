@@ -78,7 +78,8 @@ def _planned_shared_bytes(
 
 
 def prefill_launch_config(cache_dtype: torch.dtype, num_heads: int, head_dim: int) -> PrefillConfig:
-    """Every launch decision of the prefill scoring kernel (called by the launcher and the planner)."""
+    """Every launch decision of the prefill scoring kernel (called by the launcher and the
+    planner)."""
     itemsize = 1 if cache_dtype == torch.float8_e4m3fn else 2
     block_d = max(16, next_power_of_2(head_dim))
     heads_pad = next_power_of_2(num_heads)

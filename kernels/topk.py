@@ -2,8 +2,9 @@
 ``lengths[r]`` values (any order); rows with ``lengths[r] <= k`` get ``0..lengths[r]-1`` then -1.
 
 Keys: each float32 maps to an integer key with the same order. One program per row (rows up to
-``SPLIT_MIN_COLS`` wide): find the k-th largest key (32 bisection counts), then write every column whose key is above it plus the lowest-indexed
-columns equal to it, compacted with a prefix sum; rows up to ``SINGLE_PASS_MAX_COLS`` stay in
+``SPLIT_MIN_COLS`` wide): find the k-th largest key (32 bisection counts), then write every
+column whose key is above it plus the lowest-indexed columns equal to it, compacted with a
+prefix sum; rows up to ``SINGLE_PASS_MAX_COLS`` stay in
 registers (``single``), wider ones stream (``streaming``). Wider rows take the ``split`` path
 (two or three launches, described above ``_split_bound_kernel``): many programs per row bound the
 k-th largest key from below and gather the few columns above the bound; the last of a row's

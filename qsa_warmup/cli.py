@@ -179,13 +179,15 @@ def _cmd_prebuild(args, cfg, target, folder) -> int:
             print(f"  UNLOADABLE {u.spec_id}: {u.reason}")
     if cache.write_folder is None:
         _note(
-            f"{folder.root} is read-only here and already holds all {report.planned} specs; nothing to build"
+            f"{folder.root} is read-only here and already holds all {report.planned} specs; "
+            "nothing to build"
         )
     if report.failed:
         first = next(r for r in report.results if r.outcome == "failed")
         _note(
             f"{report.failed} of {report.planned} specs failed to build (first: {first.spec_id}: "
-            f"{first.error.splitlines()[0] if first.error else '?'}); rerun with -v for the compiler's log"
+            f"{first.error.splitlines()[0] if first.error else '?'}); "
+            "rerun with -v for the compiler's log"
         )
         return EXIT_USAGE
     return EXIT_OK
@@ -239,7 +241,8 @@ def _cmd_check(args, cfg, target, folder) -> int:
             for v in t["unplanned"]:
                 print(f"UNPLANNED   {v['kernel']} num_warps={v['num_warps']} {v['constants']}")
             print(
-                f"trace: {t['launches']} launcher calls requested {t['requested']} specializations, "
+                f"trace: {t['launches']} launcher calls requested {t['requested']} "
+                f"specializations, "
                 f"{len(t['unplanned'])} not in the plan, {len(t['uncached'])} not cached"
             )
         print(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
@@ -318,7 +321,8 @@ def main(argv=None) -> int:
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         _note(
-            f"environment error: {where}{exc.strerror or exc}; check the path's permissions and free space"
+            f"environment error: {where}{exc.strerror or exc}; "
+            "check the path's permissions and free space"
         )
     except Exception as exc:  # a bug: one line, the traceback with -v
         _note(f"internal error: {type(exc).__name__}: {exc} (rerun with -v for the traceback)")

@@ -75,7 +75,8 @@ def build_spec(cache: BoundCache, spec: PlannedSpec, lock_timeout: float) -> Spe
         # No verified entry: Triton's own files for this kernel (if any) are unverified, so
         # compile afresh rather than take them; the entry then records what was just built.
         with tc.forced_compile():
-            settle_kernel_hashes()  # the entry's hash must be the plan's, whatever compiled first here
+            # the entry's hash must be the plan's, whatever compiled first here
+            settle_kernel_hashes()
             compiled = spec.launch.warmup()
         cache.record(spec, compiled)
         return SpecResult(spec.id, "compiled", time.perf_counter() - start)

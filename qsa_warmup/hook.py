@@ -78,7 +78,8 @@ class WarmupReport:
     def summary(self) -> str:
         where = "" if self.device is None else f" (cuda:{self.device})"
         return (
-            f"qsa-warmup: {self.planned} specs ready on {self.target}{where}: {self.loaded} loaded, "
+            f"qsa-warmup: {self.planned} specs ready on {self.target}{where}: "
+            f"{self.loaded} loaded, "
             f"{self.compiled} compiled in {self.seconds * 1e3:.0f} ms from {self.cache_dir}; "
             f"strict={self.strict}" + (f"; {len(self.warnings)} warnings" if self.warnings else "")
         )
@@ -177,7 +178,8 @@ def install_triton_cache(cache: BoundCache, warn) -> None:
         if folder not in failed:
             failed.add(folder)
             warn(
-                f"cannot write {folder} ({exc.strerror or exc}); keeping the kernel elsewhere and serving on"
+                f"cannot write {folder} ({exc.strerror or exc}); "
+                "keeping the kernel elsewhere and serving on"
             )
 
     overlay = cache.overlay.triton_dir if cache.overlay else None
@@ -193,9 +195,9 @@ def _describe(result: Lookup) -> str:
 
 
 def verify(cache: BoundCache, plan: Plan, warn) -> tuple[dict[str, Lookup], list]:
-    """Each spec's lookup, and the (spec, lookup) pairs to rebuild. Serial: with threads (reads and checksums
-    release the GIL) the Python between them contends for the GIL, and a 2-core box went from
-    13 to 20-24 ms."""
+    """Each spec's lookup, and the (spec, lookup) pairs to rebuild. Serial: with threads
+    (reads and checksums release the GIL) the Python between them contends for the GIL, and a
+    2-core box went from 13 to 20-24 ms."""
     found, todo = {}, []
     for spec in plan.specs:
         result = found[spec.id] = cache.lookup(spec)

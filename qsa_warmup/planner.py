@@ -216,7 +216,8 @@ def _topk_points(cfg: DeploymentConfig):
 
     decode_rows = min(cfg.max_num_reqs * cfg.max_decode_query_len, cfg.max_num_batched_tokens)
     yield from launches(cfg.num_columns, cfg.num_columns, decode_rows, "decode layout")
-    seen.clear()  # the decode layout's stride differs from prefill's: its launches are other variants
+    # the decode layout's stride differs from prefill's: its launches are other variants
+    seen.clear()
     for seq_len in range(
         1, cfg.num_columns * cfg.compress_ratio + 64 * cfg.compress_ratio, 64 * cfg.compress_ratio
     ):
@@ -319,7 +320,8 @@ def build_plan(
                 launch = launch_for(cfg, family, point)
                 if not tc.is_jit_function(launch.kernel):
                     raise RuntimeError(
-                        "kernels were imported under TRITON_INTERPRET=1; warmup needs compiled kernels"
+                        "kernels were imported under TRITON_INTERPRET=1; "
+                        "warmup needs compiled kernels"
                     )
                 if spec_id is None:  # top-k: named by the launch it makes
                     o = launch.options
@@ -333,7 +335,8 @@ def build_plan(
                             f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
                         )
                     else:
-                        spec_id = f"topk.{'single' if o['SINGLE'] else 'streaming'}.b{o['BLOCK']}.w{o['num_warps']}"
+                        path = "single" if o["SINGLE"] else "streaming"
+                        spec_id = f"topk.{path}.b{o['BLOCK']}.w{o['num_warps']}"
                 kernel, key = tc.request_key_of(launch)
                 if (kernel, key) in seen:
                     continue

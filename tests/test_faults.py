@@ -30,7 +30,8 @@ logging.basicConfig(level=logging.WARNING)
 {prelude}
 import qsa_warmup
 r = qsa_warmup.warmup("tiny", cache_dir={root!r}, target="sm_90", {kwargs})
-print(json.dumps({{"planned": r.planned, "loaded": r.loaded, "compiled": r.compiled, "rebuilt": r.rebuilt,
+print(json.dumps({{"planned": r.planned, "loaded": r.loaded, "compiled": r.compiled,
+                  "rebuilt": r.rebuilt,
                   "warnings": r.warnings}}))
 """
 
@@ -247,9 +248,11 @@ from kernels import TensorMeta
 from qsa_warmup import triton_compat as tc
 from qsa_warmup.errors import StrictModeError
 r = qsa_warmup.warmup("tiny", cache_dir={root!r}, target="sm_90", strict={mode!r})
-planned = kernels.ragged_topk_launch(TensorMeta((2, 128), torch.float32), TensorMeta((2,), torch.int32, misalign=4),
+planned = kernels.ragged_topk_launch(TensorMeta((2, 128), torch.float32),
+                                     TensorMeta((2,), torch.int32, misalign=4),
                                      16, TensorMeta((2, 16), torch.int32, misalign=4))
-unplanned = kernels.ragged_topk_launch(TensorMeta((2, 3000), torch.float32), TensorMeta((2,), torch.int32),
+unplanned = kernels.ragged_topk_launch(TensorMeta((2, 3000), torch.float32),
+                                       TensorMeta((2,), torch.int32),
                                        16, TensorMeta((2, 16), torch.int32))
 with tc.active_driver(tc.parse_target("sm_90")):
     planned.warmup()  # in memory after warmup: no compile request at all
@@ -279,9 +282,11 @@ def test_second_call_is_nearly_free(built, tmp_path):
         import json, time, qsa_warmup
         a = qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path)!r}, target="sm_90")
         t = time.perf_counter()
-        b = qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path, "c2")!r}.replace('c2', 'copy'),
+        b = qsa_warmup.warmup("tiny",
+                              cache_dir={copy_of(built, tmp_path, "c2")!r}.replace('c2', 'copy'),
                               target="sm_90")
-        print(json.dumps({{"repeat": b.repeat, "ms": (time.perf_counter() - t) * 1e3, "first": a.loaded}}))
+        ms = (time.perf_counter() - t) * 1e3
+        print(json.dumps({{"repeat": b.repeat, "ms": ms, "first": a.loaded}}))
     """)
     out = last_json(p)
     assert out["repeat"] is True and out["first"] == 5 and out["ms"] < 50
@@ -305,9 +310,11 @@ def test_strict_error_names_the_closest_planned_spec(built, tmp_path):
         from kernels import TensorMeta as M
         from qsa_warmup import triton_compat as tc
         from qsa_warmup.errors import StrictModeError
-        qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path)!r}, target="sm_90", strict="error")
+        qsa_warmup.warmup("tiny", cache_dir={copy_of(built, tmp_path)!r}, target="sm_90",
+                          strict="error")
         base = kernels.decode_launch_config(torch.bfloat16, 4, 64, 1, 3, 128)
-        launch = kernels.decode_scores_launch(M((3, 4, 64), torch.bfloat16), M((1, 16, 1, 64), torch.bfloat16),
+        launch = kernels.decode_scores_launch(M((3, 4, 64), torch.bfloat16),
+                                              M((1, 16, 1, 64), torch.bfloat16),
                                               M((3, 8), torch.int32), M((3,), torch.int32),
                                               M((3, 128), torch.float32), 1,
                                               config=dataclasses.replace(base, tiles_per_program=1))

@@ -19,9 +19,11 @@ def test_scoring_variants_fit_sm90_shared_memory():
             for dt in (torch.bfloat16, torch.float8_e4m3fn):
                 for heads, dim in ((1, 64), (8, 256), (32, 128), (64, 64), (64, 256)):
                     pre = prefill_scores_launch(M((64, heads, dim), dt), M((4, 64, 1, dim), dt),
-                                                M((2, 8), torch.int32), M((3,), torch.int32), M((64,), torch.int32),
+                                                M((2, 8), torch.int32), M((3,), torch.int32),
+                                                M((64,), torch.int32),
                                                 M((64, 512), torch.float32), 64, 0, 64, 512)
-                    dec = decode_scores_launch(M((8, heads, dim), dt), M((4, 64, 1, dim), dt), M((2, 8), torch.int32),
+                    dec = decode_scores_launch(M((8, heads, dim), dt), M((4, 64, 1, dim), dt),
+                                               M((2, 8), torch.int32),
                                                M((8,), torch.int32), M((8, 512), torch.float32), 4)
                     for name, launch in (("prefill", pre), ("decode", dec)):
                         info = tc.compiled_info(launch.warmup())
@@ -60,10 +62,12 @@ def test_fast_loader_builds_what_triton_builds(tmp_path):
             (key,) = list(cache)
             cache.clear()
             refused = tc.load_from_entry(launch, folder, files, "0" * 64)
-            refused_planned = tc.load_from_entry(launch, folder, files, built.hash, planned_hash="1" * 64)
+            refused_planned = tc.load_from_entry(launch, folder, files, built.hash,
+                                                 planned_hash="1" * 64)
             loaded = tc.load_from_entry(launch, folder, files, built.hash)
             cache.clear()
-            loaded_planned = tc.load_from_entry(launch, folder, files, built.hash, planned_hash=built.hash)
+            loaded_planned = tc.load_from_entry(launch, folder, files, built.hash,
+                                                planned_hash=built.hash)
             cache.clear()
             data = tc.specialization_data(launch)
             unbound = tc.load_from_entry(launch, folder, files, built.hash, planned_hash=built.hash,
@@ -71,9 +75,11 @@ def test_fast_loader_builds_what_triton_builds(tmp_path):
             unbound_src = all(getattr(unbound.src, a) == getattr(built.src, a)
                               for a in ("signature", "constants", "attrs", "name"))
             unbound_key = list(cache) == [key] and unbound.kernel == built.kernel
-            print(json.dumps({{"unbound_src": unbound_src, "unbound_key": unbound_key,"same": same, "attrs_equal": sorted(vars(ref)) == sorted(vars(mine)),
+            print(json.dumps({{"unbound_src": unbound_src, "unbound_key": unbound_key,"same": same,
+                               "attrs_equal": sorted(vars(ref)) == sorted(vars(mine)),
                                "refused": refused is None and refused_planned is None,
-                               "key_again": list(cache) == [key], "binary_equal": loaded.kernel == built.kernel,
+                               "key_again": list(cache) == [key],
+                               "binary_equal": loaded.kernel == built.kernel,
                                "planned_equal": loaded_planned.kernel == built.kernel}}))
     """)
     r = last_json(p)
@@ -99,7 +105,8 @@ def test_plan_memo_holds_current_compile_hashes():
         with tc.active_driver(tc.parse_target("sm_90")):
             now = {s.id: tc.compile_hash_of(s.launch) for s in again.specs}
             binding = {s.id: tc.specialization_data(s.launch) for s in again.specs}
-        print(json.dumps({"n": len(now), "fresh": all(now[s.id] == s.compile_hash for s in fresh.specs),
+        print(json.dumps({"n": len(now),
+                          "fresh": all(now[s.id] == s.compile_hash for s in fresh.specs),
                           "bindings": all(binding[s.id] == s.specialization for s in again.specs),
                           "memo": all(now[s.id] == s.compile_hash for s in again.specs),
                           "ids": [s.id for s in fresh.specs] == [s.id for s in again.specs]}))

@@ -118,7 +118,8 @@ import json, logging
 logging.basicConfig(level=logging.WARNING)
 import qsa_warmup
 r = qsa_warmup.warmup("tiny", cache_dir={root!r}, target="sm_90")
-print(json.dumps({{"loaded": r.loaded, "compiled": r.compiled, "rebuilt": r.rebuilt, "warnings": r.warnings}}))
+print(json.dumps({{"loaded": r.loaded, "compiled": r.compiled, "rebuilt": r.rebuilt,
+                  "warnings": r.warnings}}))
 """
 
 
@@ -158,7 +159,7 @@ def test_root_built_cache_serves_nobody(nobody_python, tmp_path):
     )
     assert p.returncode == 0 and "read-only" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
-    # one spec gone: nobody compiles it into its own overlay, and prebuild says the cache is read-only
+    # one spec gone: nobody compiles it into its own overlay; prebuild says the cache is read-only
     entry_path = entry_files(root, "expand.i32")[0]
     os.unlink(entry_path)
     p = as_nobody(nobody_python, "-c", WARMUP.format(root=root))

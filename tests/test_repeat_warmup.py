@@ -17,20 +17,21 @@ from qsa_warmup.errors import StrictModeError
 from qsa_warmup.planner import build_plan
 
 tiny = qsa_warmup.load_config(preset="tiny")
-other = tiny.replace(num_heads=8, head_dim=128, max_decode_query_len=3)  # other decode and prefill variants
+# other decode and prefill variants
+other = tiny.replace(num_heads=8, head_dim=128, max_decode_query_len=3)
 TARGET = {target!r}
 DEVICE = {device!r}
 kw = dict(target=TARGET) if TARGET else {{}}
 reports = [qsa_warmup.warmup(tiny, cache_dir={a!r}, strict="error", **kw),
-           qsa_warmup.warmup(other, cache_dir={a!r}, strict="error", **kw),   # compiles under strict error
-           qsa_warmup.warmup(tiny, cache_dir={b!r}, strict="error", **kw),    # same config, a cold folder
+           qsa_warmup.warmup(other, cache_dir={a!r}, strict="error", **kw),  # compiles under strict
+           qsa_warmup.warmup(tiny, cache_dir={b!r}, strict="error", **kw),  # a cold folder
            qsa_warmup.warmup(tiny, cache_dir={a!r}, strict="error", **kw)]    # a repeat
 requests = []
 target = TARGET or tc.target_name(tc.current_gpu_target())
 offline = tc.parse_target(target) if TARGET else None
 with tc.active_driver(offline):
     with tc.capture_requests(block=False) as seen:
-        for cfg in (tiny, other):  # every planned launch of both configs is in memory: no request at all
+        for cfg in (tiny, other):  # every planned launch of both is in memory: no request at all
             for spec in build_plan(cfg, target, offline=offline is not None).specs:
                 spec.launch.warmup()
     requests = len(seen)
@@ -41,7 +42,8 @@ with tc.active_driver(offline):
         outcome = "compiled"
     except StrictModeError as exc:
         outcome = exc.closest
-print(json.dumps({{"reports": [[r.planned, r.loaded, r.compiled, r.repeat, r.warnings] for r in reports],
+rows = [[r.planned, r.loaded, r.compiled, r.repeat, r.warnings] for r in reports]
+print(json.dumps({{"reports": rows,
                    "requests_after": requests, "strict": outcome}}))
 """
 
@@ -77,17 +79,22 @@ gen = torch.Generator(device="cuda").manual_seed(1)
 wrong = 0
 for cfg in (tiny, other):
     rows = 3
-    q = torch.randn(rows, cfg.num_heads, cfg.head_dim, device="cuda", generator=gen).to(torch.bfloat16)
-    k_cache = torch.randn(64, cfg.page_size, 1, cfg.head_dim, device="cuda", generator=gen).to(torch.bfloat16)
-    table = torch.randint(0, 64, (rows, cfg.page_table_width), device="cuda", generator=gen, dtype=torch.int32)
+    q = torch.randn(rows, cfg.num_heads, cfg.head_dim, device="cuda", generator=gen)
+    q = q.to(torch.bfloat16)
+    k_cache = torch.randn(64, cfg.page_size, 1, cfg.head_dim, device="cuda", generator=gen)
+    k_cache = k_cache.to(torch.bfloat16)
+    table = torch.randint(0, 64, (rows, cfg.page_table_width), device="cuda", generator=gen,
+                          dtype=torch.int32)
     visible = torch.full((rows,), cfg.num_columns, device="cuda", dtype=torch.int32)
     out = torch.full((rows, cfg.block_topk), -7, device="cuda", dtype=torch.int32)
-    kernels.qsa_select_paged_decode(q, k_cache, table, visible, cfg.token_topk, cfg.compress_ratio, 1, out)
+    ratio = cfg.compress_ratio
+    kernels.qsa_select_paged_decode(q, k_cache, table, visible, cfg.token_topk, ratio, 1, out)
     scores = ref.decode_scores(q.cpu(), k_cache.cpu(), table.cpu(), visible.cpu(), 1)
     want = ref.select_blocks(scores, visible.cpu(), cfg.block_topk)
     for r in range(rows):
         got, exp = out[r].cpu().long(), want[r]
-        wrong += int(not torch.allclose(scores[r, got].sort().values, scores[r, exp].sort().values, rtol=1e-3))
+        chosen, best = scores[r, got].sort().values, scores[r, exp].sort().values
+        wrong += int(not torch.allclose(chosen, best, rtol=1e-3))
 torch.cuda.synchronize()
 print(json.dumps({"compiles": compiles, "wrong": wrong}))
 """

@@ -15,7 +15,8 @@ from triton.backends.nvidia import compiler as nvc
 from triton.backends.nvidia import driver as nvd
 from qsa_warmup import triton_compat as tc
 memo_dir = {memo!r}
-original = {{"triton_key": rc.triton_key, "ptxas": nvc.get_ptxas_version, "platform_key": build.platform_key}}
+original = {{"triton_key": rc.triton_key, "ptxas": nvc.get_ptxas_version,
+            "platform_key": build.platform_key}}
 """
 
 
@@ -46,7 +47,8 @@ def forbidden(*a, **k):
 subprocess.check_output = subprocess.run = forbidden
 rc.triton_key = forbidden
 tc.install_memoized_toolchain_identity(memo_dir)
-print(json.dumps({"value": build.platform_key(), "ptxas": nvc.get_ptxas_version(90), "key": len(rc.triton_key())}))
+print(json.dumps({"value": build.platform_key(), "ptxas": nvc.get_ptxas_version(90),
+                  "key": len(rc.triton_key())}))
 """
         )
     )
@@ -111,7 +113,8 @@ a = nvd.compile_module_from_src(src="A", name="__triton_launcher", library_dirs=
 again = nvd.compile_module_from_src(src="A", name="__triton_launcher", library_dirs=["x"])
 b = nvd.compile_module_from_src(src="B", name="__triton_launcher", library_dirs=["x"])
 other_dirs = nvd.compile_module_from_src(src="A", name="__triton_launcher", library_dirs=["y"])
-print(json.dumps({"loads": loads, "same": a is again, "distinct": len({id(a), id(b), id(other_dirs)})}))
+distinct = len({id(a), id(b), id(other_dirs)})
+print(json.dumps({"loads": loads, "same": a is again, "distinct": distinct}))
 """)
     )
     assert out == {"loads": ["A", "B", "A"], "same": True, "distinct": 3}
@@ -132,7 +135,8 @@ nvd.compile_module_from_src = lambda **kw: object()
 tc.share_launcher_modules()
 a = nvd.make_launcher({(2,): 1}, {0: "*fp32"}, None)
 again = nvd.make_launcher({(2,): 1}, {0: "*fp32"}, None)
-flag = nvd.make_launcher({(2,): True}, {0: "*fp32"}, None)  # equal to 1 in Python, not the same constant
+# True equals 1 in Python, but is not the same constant
+flag = nvd.make_launcher({(2,): True}, {0: "*fp32"}, None)
 print(json.dumps({"made": made, "same": a == again}))
 """)
     )
@@ -211,7 +215,8 @@ def guard(key):  # stands for the cross-process lock: "a" was built while this w
     in_cache["a"] = True
     yield
 L.launcher_in_file_cache = lambda source: in_cache[source]
-kernels = [SimpleNamespace(src=SimpleNamespace(constants={}, signature={0: s}, fn=None), metadata=None)
+kernels = [SimpleNamespace(src=SimpleNamespace(constants={}, signature={0: s}, fn=None),
+                           metadata=None)
            for s in ("a", "b")]
 n = tc.prepare_launchers(kernels, jobs=1, guard=guard)
 print(json.dumps({"n": n, "built": built, "held": held}))

@@ -4,7 +4,9 @@ Fresh process, kernels imported; prints one JSON line: total, the hook's phases,
 hook imported ``triton.experimental.gluon`` (Triton's binder does on its first call; the hook
 loads memoized bindings without it), and that import's cost when taken after the hook (the
 first launch pays it). ``--profile FILE`` also writes the hook's cProfile (by own and by
-cumulative time) to FILE. Usage: python tools/_warm_phases.py CACHE_DIR [--target sm_90] [--profile FILE]
+cumulative time) to FILE.
+
+    python tools/_warm_phases.py CACHE_DIR [--target sm_90] [--profile FILE]
 """
 
 import collections

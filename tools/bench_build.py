@@ -28,7 +28,9 @@ from qsa_warmup.config import load_config
 from qsa_warmup.planner import build_plan
 from qsa_warmup import triton_compat as tc
 n = {"compiled": 0}
-knobs.compilation.listener = lambda **kw: n.__setitem__("compiled", n["compiled"] + (not kw["cache_hit"]))
+def count(**kw):
+    n["compiled"] += not kw["cache_hit"]
+knobs.compilation.listener = count
 plan = build_plan(load_config(preset=sys.argv[2]), sys.argv[3])   # keys only; nothing compiled yet
 with tc.active_driver(tc.parse_target(sys.argv[3])):
     for spec in plan.specs:
@@ -147,19 +149,23 @@ def main():
     with open(args.json, "w") as f:
         json.dump(r, f, indent=1)
     print(
-        f"plan: {serial['planned']} specs, {args.jobs} jobs, {args.procs} processes, {os.cpu_count()} cores"
+        f"plan: {serial['planned']} specs, {args.jobs} jobs, {args.procs} processes, "
+        f"{os.cpu_count()} cores"
     )
     print(
-        f"serial (--jobs 1)   {r['serial']['build']:6.1f} s build ({r['serial']['wall']:.1f} s wall)  "
+        f"serial (--jobs 1)   {r['serial']['build']:6.1f} s build ({r['serial']['wall']:.1f} s "
+        f"wall)  "
         f"compiled {serial['compiled']}"
     )
     print(
-        f"parallel (--jobs N) {r['parallel']['build']:6.1f} s build ({r['parallel']['wall']:.1f} s wall) = "
+        f"parallel (--jobs N) {r['parallel']['build']:6.1f} s build "
+        f"({r['parallel']['wall']:.1f} s wall) = "
         f"{r['parallel_vs_ideal']:.2f} x serial/N (target <= 1.3)"
     )
     print(
         f"{args.procs} concurrent      {r['concurrent']['wall']:6.1f} s  = "
-        f"{r['concurrent_vs_parallel']:.2f} x parallel (target <= 1.2), compiled {r['concurrent']['compiled_total']} "
+        f"{r['concurrent_vs_parallel']:.2f} x parallel (target <= 1.2), compiled "
+        f"{r['concurrent']['compiled_total']} "
         f"in total {r['concurrent']['per_process']}"
     )
     print(

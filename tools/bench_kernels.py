@@ -224,7 +224,7 @@ def decode_case(reqs, columns, dtype, sweep):
         launches = [
             decode_scores_launch(q, k_cache, t, visible, logits, 1, config=cfg) for t in tables
         ]
-        return bench(rotating([l.run for l in launches]), rep=rep)
+        return bench(rotating([launch.run for launch in launches]), rep=rep)
 
     runs = [
         decode_scores_launch(q, k_cache, t, visible, logits, 1, config=base).run for t in tables
@@ -404,7 +404,7 @@ def prefill_case(dtype, sweep, reqs=4, new_tokens=2048, context=131072, ratio=4,
             )
             for s in range(0, rows, chunk)
         ]
-        return lambda: [l.run() for l in launches]
+        return lambda: [launch.run() for launch in launches]
 
     ms = bench(scoring(base), rep=300)
     out = torch.empty(rows, 2048 // ratio, dtype=torch.int32, device="cuda")
@@ -482,7 +482,8 @@ def main():
     report["copy_clean_tbps"] = copy_bandwidth(clean=True)
     report["bf16_matmul_tflops"] = matmul_rate()
     print(
-        f"copy {report['copy_tbps']:.2f} TB/s (clean L2 {report['copy_clean_tbps']:.2f})   bf16 matmul {report['bf16_matmul_tflops']:.0f} TFLOP/s",
+        f"copy {report['copy_tbps']:.2f} TB/s (clean L2 {report['copy_clean_tbps']:.2f})   bf16 "
+        f"matmul {report['bf16_matmul_tflops']:.0f} TFLOP/s",
         flush=True,
     )
     report["decode"], report["topk"], report["select"] = [], [], []
@@ -496,11 +497,14 @@ def main():
             report["decode"].append(res)
             ref = res.get("reference")
             print(
-                f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms'] * 1e3:8.1f} us {res['tbps']:.2f} TB/s "
-                f"({res['of_copy']:.0%} of copy); clean L2 {res['clean_tbps']:.2f} TB/s ({res['clean_of_copy']:.0%}); "
+                f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms'] * 1e3:8.1f} us "
+                f"{res['tbps']:.2f} TB/s "
+                f"({res['of_copy']:.0%} of copy); clean L2 {res['clean_tbps']:.2f} TB/s "
+                f"({res['clean_of_copy']:.0%}); "
                 f"back to back {res['b2b_tbps']:.2f} TB/s"
                 + (
-                    f"; spec kernel {ref['tbps']:.2f} / {ref['clean_tbps']:.2f} / {ref['b2b_tbps']:.2f}"
+                    f"; spec kernel {ref['tbps']:.2f} / {ref['clean_tbps']:.2f} / "
+                    f"{ref['b2b_tbps']:.2f}"
                     if ref
                     else ""
                 ),
@@ -511,8 +515,10 @@ def main():
                 t = topk_case(logits, visible, 512, args.sweep)
                 report["topk"].append(t)
                 print(
-                    f"topk {reqs}x{cols} k=512 {t['ms'] * 1e3:.1f} us vs torch.topk {t['torch_topk_ms'] * 1e3:.1f} us "
-                    f"= {t['ratio']:.2f}x; in CUDA graphs {t['graph_ms'] * 1e3:.1f} vs {t['torch_graph_ms'] * 1e3:.1f} us "
+                    f"topk {reqs}x{cols} k=512 {t['ms'] * 1e3:.1f} us vs torch.topk "
+                    f"{t['torch_topk_ms'] * 1e3:.1f} us "
+                    f"= {t['ratio']:.2f}x; in CUDA graphs {t['graph_ms'] * 1e3:.1f} vs "
+                    f"{t['torch_graph_ms'] * 1e3:.1f} us "
                     f"= {t['graph_ratio']:.2f}x; exact={t['exact']}",
                     t.get("sweep", [])[:8],
                     flush=True,
@@ -527,7 +533,8 @@ def main():
                 {"dtype": res["dtype"], "reqs": reqs, "cols": cols, "ms": ms, "graph_ms": graph_ms}
             )
             print(
-                f"select {res['dtype']} {reqs}x{cols} {ms * 1e3:.1f} us (in a CUDA graph {graph_ms * 1e3:.1f} us)",
+                f"select {res['dtype']} {reqs}x{cols} {ms * 1e3:.1f} us (in a CUDA graph "
+                f"{graph_ms * 1e3:.1f} us)",
                 flush=True,
             )
             save(report, args.json)

@@ -41,8 +41,9 @@ from qsa_warmup.config import load_config
 from qsa_warmup import triton_compat as tc
 torch.cuda.init(); torch.empty(1, device="cuda")
 events = {"compiles": 0, "file_loads": 0}
-knobs.compilation.listener = lambda **kw: events.__setitem__("compiles" if not kw["cache_hit"] else "file_loads",
-    events["compiles" if not kw["cache_hit"] else "file_loads"] + 1)
+def count(**kw):
+    events["file_loads" if kw["cache_hit"] else "compiles"] += 1
+knobs.compilation.listener = count
 cfg = load_config(preset=preset)
 if mode.startswith("triton"):
     # Triton's own warm path is given the spec list as a server would write it by hand: the
@@ -64,12 +65,14 @@ if mode == "triton-warmup-started":
 def first_step():
     g = torch.Generator(device="cuda").manual_seed(0)
     reqs, width = 64, cfg.page_table_width
-    k_cache = torch.randn(reqs * width, cfg.page_size, 1, cfg.head_dim, device="cuda", generator=g).bfloat16()
+    k_cache = torch.randn(reqs * width, cfg.page_size, 1, cfg.head_dim, device="cuda", generator=g)
+    k_cache = k_cache.bfloat16()
     q = torch.randn(reqs, cfg.num_heads, cfg.head_dim, device="cuda", generator=g).bfloat16()
     table = torch.arange(reqs * width, device="cuda", dtype=torch.int32).view(reqs, width)
     visible = torch.full((reqs,), cfg.num_columns, device="cuda", dtype=torch.int32)
     out = torch.empty(reqs, cfg.block_topk, device="cuda", dtype=torch.int32)
-    kernels.qsa_select_paged_decode(q, k_cache, table, visible, cfg.token_topk, cfg.compress_ratio, 1, out)
+    ratio = cfg.compress_ratio
+    kernels.qsa_select_paged_decode(q, k_cache, table, visible, cfg.token_topk, ratio, 1, out)
     torch.cuda.synchronize()
 before = dict(events)
 t0 = time.perf_counter()
@@ -85,7 +88,8 @@ if mode.endswith("step") or mode == "triton-lazy-step":
     first_step()
 total = time.perf_counter() - t0
 print(json.dumps({"mode": mode, "ready_s": ready, "total_s": total, "compiles": events["compiles"],
-                  "file_loads": events["file_loads"], "file_loads_after_ready": events["file_loads"] - at_ready["file_loads"],
+                  "file_loads": events["file_loads"],
+                  "file_loads_after_ready": events["file_loads"] - at_ready["file_loads"],
                   "compiles_after_ready": events["compiles"] - at_ready["compiles"]}))
 """
 
@@ -152,7 +156,8 @@ def main():
     ap.add_argument(
         "--cases",
         default=",".join(CASES),
-        help="comma-separated subset of cold, warm, step (warm and step build their caches untimed)",
+        help="comma-separated subset of cold, warm, step (warm and step build their caches "
+        "untimed)",
     )
     ap.add_argument(
         "--repeat", type=int, default=1, help="warm and step runs per mode (the best is kept)"
@@ -205,20 +210,25 @@ def main():
     for name, v in r.items():
         if isinstance(v, dict):
             print(
-                f"{name:<30} ready {v['max_ready_s']:7.3f} s  total {v['max_total_s']:7.3f} s  procs {v['procs']}  "
-                f"compiles {v['compiles']}  compiles/file loads after ready {v['compiles_after_ready']}/"
+                f"{name:<30} ready {v['max_ready_s']:7.3f} s  total {v['max_total_s']:7.3f} s  "
+                f"procs {v['procs']}  "
+                f"compiles {v['compiles']}  compiles/file loads after ready "
+                f"{v['compiles_after_ready']}/"
                 f"{v['file_loads_after_ready']}"
             )
     if "warm_ratio" in r:
         print(
-            f"warm start hook / Triton warmup() = {r['warm_ratio']:.3f} (target <= 0.1); against Triton with its "
-            f"driver, binders and kernel hashes made before the timer: {r['warm_ratio_vs_driver_started']:.3f}"
+            f"warm start hook / Triton warmup() = {r['warm_ratio']:.3f} (target <= 0.1); "
+            f"against Triton with its "
+            f"driver, binders and kernel hashes made before the timer: "
+            f"{r['warm_ratio_vs_driver_started']:.3f}"
         )
     if "warm_plus_first_step_ratio" in r:
         print(f"with the first decode step: {r['warm_plus_first_step_ratio']:.3f}")
     if "coldK_vs_cold1_hook" in r:
         print(
-            f"cold K={args.procs} / 1 process (hook) = {r['coldK_vs_cold1_hook']:.2f} (target <= 1.2)"
+            f"cold K={args.procs} / 1 process (hook) = {r['coldK_vs_cold1_hook']:.2f} (target "
+            f"<= 1.2)"
         )
 
 

@@ -73,7 +73,8 @@ def main():
             }
             report["cases"].append(case)
             print(
-                f"{rows:>5} x {cols} {name:>11} ({len(launches)} launches): graph {graph_ms * 1e3:8.1f} us "
+                f"{rows:>5} x {cols} {name:>11} ({len(launches)} launches): graph "
+                f"{graph_ms * 1e3:8.1f} us "
                 f"eager {eager_ms * 1e3:8.1f} us  torch.topk graph {torch_ms * 1e3:8.1f} us "
                 f"= {graph_ms / torch_ms:.2f}x exact={case['exact']}",
                 flush=True,

@@ -173,10 +173,14 @@ def main():
         "ranks": ranks,
     }
     print(
-        f"{args.label}: {args.procs} ranks, hook <= {summary['max_hook_s']:.2f} s, compiled in hooks "
-        f"{summary['compiled_in_hooks']}, compiles after warmup {summary['compiles_after_warmup']}, cache-file "
-        f"loads after warmup {summary['cache_file_loads_after_warmup']}, {summary['calls']} launcher calls, "
-        f"{summary['wrong']}/{summary['spot_checks']} spot checks wrong, strict errors {len(summary['strict_errors'])}"
+        f"{args.label}: {args.procs} ranks, hook <= {summary['max_hook_s']:.2f} s, compiled in "
+        f"hooks "
+        f"{summary['compiled_in_hooks']}, compiles after warmup "
+        f"{summary['compiles_after_warmup']}, cache-file "
+        f"loads after warmup {summary['cache_file_loads_after_warmup']}, {summary['calls']} "
+        f"launcher calls, "
+        f"{summary['wrong']}/{summary['spot_checks']} spot checks wrong, strict errors "
+        f"{len(summary['strict_errors'])}"
     )
     if args.json:
         with open(args.json, "w") as f:

@@ -34,7 +34,7 @@ def is_replaced(owner, name: str) -> bool:
 
 
 def restore(owner=None, name: str | None = None) -> int:
-    """Put back Triton's originals (all of them, or those of ``owner``, or one); returns how many."""
+    """Put back Triton's originals (all, those of ``owner``, or one); returns how many."""
     with _lock:
         keys = [
             k
