@@ -44,7 +44,7 @@ __all__ = [
     "qsa_select_paged_decode",
 ]
 
-# Two tile shapes (tools/bench_kernels.py --sweep, docs/benchmarks.md "Session 10"):
+# Two tile shapes (tools/bench_kernels.py --sweep):
 # - 64 columns, 2 stages: Triton pipelines the key gather through cp.async, which wins for bf16
 #   on grids that fill the GPU many times over;
 # - 128 columns, 1 stage: plain loads, which keep the L2 evict-first hint (cp.async drops it), so
@@ -135,7 +135,7 @@ def _decode_launch_config(
     tile_width = query_group * heads_pad
     # Keep the fp32 accumulator near 64 registers a thread.
     num_warps = max(1, min(8, block_n * tile_width // (32 * 64)))
-    # Floors measured on the H200 (tools/bench_kernels.py --sweep, docs/benchmarks.md): plain
+    # Floors measured on the H200 (tools/bench_kernels.py --sweep): plain
     # loads keep enough bytes in flight with 4 warps, the cp.async pipeline with 2.
     num_warps = max(num_warps, 4 if num_stages == 1 else 2)
     return DecodeConfig(

@@ -49,8 +49,8 @@ _MAX_QUERY_TILE = 256
 _LOGITS_ROW_ALIGN = 64
 # fp8 products accumulated per promotion to fp32 in prefill. Prefill is compute-bound: one
 # promotion per 128-deep dot (Triton's sm_90 default) ran at 812 TFLOP/s on the H200, full
-# promotion (32) at 453 (docs/benchmarks.md); the extra error (~3e-3 relative) is far below
-# the e4m3 quantization of q and k themselves.
+# promotion (32) at 453 (tools/bench_kernels.py --sweep); the extra error (~3e-3 relative) is
+# far below the e4m3 quantization of q and k themselves.
 PREFILL_FP8_IMPRECISE_ACC = 128
 
 

@@ -45,8 +45,8 @@ SINGLE_PASS_MAX_COLS = 32768
 _MIN_BLOCK = 1024
 _STREAM_BLOCK = 8192
 _OUT_BLOCK = 1024
-# split path (tools/bench_kernels.py --sweep, docs/benchmarks.md)
-SPLIT_MIN_COLS = 8192  # at 256 x 8K one program per row wins (H200, docs/benchmarks.md)
+# split path (tools/bench_kernels.py --sweep)
+SPLIT_MIN_COLS = 8192  # at 256 x 8K one program per row wins (H200, tools/bench_kernels.py)
 SPLIT_CHUNK = 4096
 SPLIT_WARPS = 8
 SPLIT_CANDIDATES = 2048  # the smallest candidate list; larger k get up to SPLIT_MAX_CANDIDATES
@@ -58,9 +58,9 @@ SPLIT_GROUPS_PER_KEY = (
 # From this many rows on, rows are finished by a third launch (one program per row) instead of
 # by the last collect program of each row: the finishing search needs ~4x the registers of the
 # scan, which caps the collect launch's occupancy once it runs in many waves. H200, 32K columns,
-# k = 512, CUDA graphs (benchmarks/h200-run9/topk_rows.json): 64 rows 34.5 vs 32.8 us fused (and
-# a third launch's host cost when eager), 256 rows 80.6 vs 84.6, 4096 rows 1041 vs 1189 us;
-# 4 finishing warps beat 2 and 8 at every row count.
+# k = 512, CUDA graphs (tools/bench_topk_rows.py): 64 rows 34.5 vs 32.8 us fused (and a third
+# launch's host cost when eager), 256 rows 81 vs 85, 4096 rows 1045 vs 1195 us; 4 finishing
+# warps beat 2 and 8 at every row count.
 SPLIT_FINISH_APART_MIN_ROWS = 256
 SPLIT_FINISH_WARPS = 4
 

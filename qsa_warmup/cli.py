@@ -16,6 +16,8 @@ import traceback
 from . import knobs
 from .errors import CacheError, ConfigError
 
+__all__ = ["main"]
+
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 log = logging.getLogger(__name__)

@@ -47,6 +47,7 @@ __all__ = [
     "WarmupReport",
     "set_strict_mode",
     "open_layers",
+    "install_triton_cache",
     "resolve_target",
     "verify",
     "rebuild",

@@ -18,7 +18,7 @@ from .planner import Plan, torch_dtype
 __all__ = ["TraceResult", "trace_envelope", "sweep_envelope", "Inputs"]
 
 
-def triton_cdiv(a: int, b: int) -> int:
+def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -119,9 +119,7 @@ def _prefill_sweep(cfg, rng, run, samples, x: Inputs):
             max_seq_len = [1, max_context][i] if i < 2 else rng.randint(1, max_context)
             q = x.q(tokens, cfg, dtype)
             table = _view(x.ints((num_reqs, cfg.page_table_width), x.num_blocks), rng)
-            visible = _view(
-                x.ints((tokens,), triton_cdiv(max_seq_len, cfg.compress_ratio) + 1), rng
-            )
+            visible = _view(x.ints((tokens,), _cdiv(max_seq_len, cfg.compress_ratio) + 1), rng)
             out = _view(x.out((tokens, k)), rng)
             run(
                 kernels.qsa_select_paged_prefill,
@@ -145,7 +143,7 @@ def _prefill_sweep(cfg, rng, run, samples, x: Inputs):
                 k_cache,
                 x.ints((1, cfg.page_table_width), x.num_blocks),
                 torch.tensor([0, 1], dtype=torch.int32, device=x.device),
-                x.ints((1,), triton_cdiv(seq_len, cfg.compress_ratio) + 1),
+                x.ints((1,), _cdiv(seq_len, cfg.compress_ratio) + 1),
                 cfg.token_topk,
                 cfg.compress_ratio,
                 1,

@@ -58,7 +58,8 @@ def test_fast_loader_builds_what_triton_builds(tmp_path):
             ref = CompiledKernel(built.src, group, built.hash)
             mine = tc.compiled_kernel_from_files(built.src, group, built.hash)
             same = {{k: (getattr(ref, k) == getattr(mine, k)) for k in vars(ref)}}
-            cache = launch.kernel.device_caches[0][0]
+            from triton.runtime.driver import driver
+            cache = launch.kernel.device_caches[driver.active.get_current_device()][0]
             (key,) = list(cache)
             cache.clear()
             refused = tc.load_from_entry(launch, folder, files, "0" * 64)

@@ -102,3 +102,28 @@ print(json.dumps({"compiles": compiles, "wrong": wrong}))
     p = python(code)
     assert json.loads(p.stdout.strip().splitlines()[-2])["requests_after"] == 0
     assert last_json(p) == {"compiles": [], "wrong": 0}
+
+
+def test_warmups_for_two_offline_targets_keep_each_targets_kernels(tmp_path):
+    # Triton keeps compiled kernels per device index: two offline targets must not share one
+    root = str(tmp_path / "c")
+    out = last_json(
+        python(f"""
+        import json, qsa_warmup
+        from qsa_warmup import triton_compat as tc
+        from qsa_warmup.planner import build_plan
+        tiny = qsa_warmup.load_config(preset="tiny")
+        targets = ("sm_90", "sm_80")
+        reports = [qsa_warmup.warmup(tiny, cache_dir={root!r}, target=t) for t in targets]
+        archs = {{}}
+        for target in ("sm_90", "sm_80"):
+            with tc.active_driver(tc.parse_target(target)):
+                archs[target] = sorted({{s.launch.warmup().metadata.target.arch
+                                         for s in build_plan(tiny, target).specs}})
+        print(json.dumps({{"loaded": [r.loaded for r in reports], "archs": archs}}))
+        """)
+    )
+    assert out == {"loaded": [5, 5], "archs": {"sm_90": [90], "sm_80": [80]}}
+    assert (
+        cli_json("check", "--preset", "tiny", "--target", "sm_80", "--cache-dir", root)["ok"] == 5
+    )

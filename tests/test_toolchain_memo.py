@@ -223,3 +223,29 @@ print(json.dumps({"n": n, "built": built, "held": held}))
 """)
     )
     assert out == {"n": 1, "built": ["b"], "held": [True, True]}
+
+
+def test_every_replaced_triton_function_is_restored():
+    out = last_json(
+        python("""
+import json
+import triton.runtime.build as build
+import triton.runtime.cache as rc
+from triton import knobs
+from triton.backends.nvidia import compiler as nvc
+from triton.backends.nvidia import driver as nvd
+from qsa_warmup import triton_compat as tc
+owners = ((rc, "triton_key"), (nvc, "get_ptxas_version"), (build, "platform_key"),
+          (nvd, "libcuda_dirs"), (nvd, "compile_module_from_src"), (nvd, "make_launcher"),
+          (knobs.runtime, "jit_cache_hook"))
+before = [getattr(o, n) for o, n in owners]
+tc.install_memoized_toolchain_identity("/tmp/qsa-memo-restore-test")
+tc.share_launcher_modules()
+tc.install_jit_cache_hook(lambda variant, module: False)
+replaced = [getattr(o, n) is not b for (o, n), b in zip(owners, before)]
+restored = tc.restore()
+back = [getattr(o, n) is b for (o, n), b in zip(owners, before)]
+print(json.dumps({"replaced": replaced, "restored": restored, "back": back}))
+""")
+    )
+    assert out == {"replaced": [True] * 7, "restored": 7, "back": [True] * 7}

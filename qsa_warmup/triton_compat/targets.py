@@ -108,7 +108,10 @@ class OfflineDriver(DriverBase):
         return self._target
 
     def get_current_device(self):
-        return 0
+        # Triton keeps a JIT function's compiled kernels per device index, with the binder and
+        # backend of the target first seen there: each offline target gets its own index
+        # (negative: never a real GPU's), so one process can build for several targets
+        return -self._target.arch
 
     def set_current_device(self, device):
         pass
@@ -147,11 +150,6 @@ def set_active_target(target: GPUTarget | None) -> None:
     """Make the offline driver for ``target`` active for the rest of this process (workers)."""
     if target is not None:
         _driver_config.set_active(OfflineDriver(target))
-
-
-def current_device() -> int:
-    """The active driver's device index (0 for the offline driver)."""
-    return _driver_config.active.get_current_device()
 
 
 @contextlib.contextmanager
