@@ -32,7 +32,6 @@ if id nobody >/dev/null 2>&1 && command -v runuser >/dev/null; then
   runuser -u nobody -- env HOME=/tmp PYTHONPATH="$src" PYTHONUNBUFFERED=1 python3 "$src/tools/serve_sim.py" \
     --procs "$procs" --cache-dir "$base/rootbuilt" --label nonroot --json /tmp/serve_nonroot.json \
     && cp /tmp/serve_nonroot.json "$out/serve_nonroot.json"
-  find "$base/rootbuilt" -newer "$out/serve_warm.json" -type f | head -3  # nothing written by nobody
 else
   echo "no runuser/nobody here: non-root case not run"
 fi
