@@ -60,11 +60,16 @@ class CacheFolder:
     def lock_path(self, name: str) -> str:
         return os.path.join(self.lock_dir, f"{name}.lock")
 
-    def check_usable(self) -> None:
-        """CacheError unless ``root`` is a folder or can become one (not a regular file)."""
+    def _nearest_existing(self) -> str:
+        """``root``, or its closest ancestor that exists (where ``root`` would be made)."""
         probe = self.root
         while not os.path.lexists(probe):
             probe = os.path.dirname(probe)
+        return probe
+
+    def check_usable(self) -> None:
+        """CacheError unless ``root`` is a folder or can become one (not a regular file)."""
+        probe = self._nearest_existing()
         if not os.path.isdir(probe):
             what = (
                 "is not a folder"
@@ -76,9 +81,7 @@ class CacheFolder:
             )
 
     def writable(self) -> bool:
-        probe = self.root
-        while not os.path.exists(probe):
-            probe = os.path.dirname(probe)
+        probe = self._nearest_existing()
         return os.path.isdir(probe) and os.access(probe, os.W_OK) and can_create_in(probe)
 
     def ensure_dirs(self) -> None:

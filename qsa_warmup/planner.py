@@ -328,21 +328,20 @@ def build_plan(
                     if launch.kernel_name.startswith("_split_"):
                         part = launch.kernel_name.removeprefix("_split_").removesuffix("_kernel")
                         lists = f".n{o['CANDIDATES']}" if "CANDIDATES" in o else ""
-                        scan_only = (
-                            ".scan" if o.get("FINISH") is False else ""
-                        )  # rows finished apart
+                        # rows finished apart by a third launch
+                        scan_only = ".scan" if o.get("FINISH") is False else ""
                         spec_id = (
                             f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
                         )
                     else:
                         path = "single" if o["SINGLE"] else "streaming"
                         spec_id = f"topk.{path}.b{o['BLOCK']}.w{o['num_warps']}"
-                kernel, key = tc.request_key_of(launch)
+                bound = tc.bind_launch(launch)
+                kernel, key = bound.kernel, bound.key
                 if (kernel, key) in seen:
                     continue
-                if (
-                    spec_id in ids
-                ):  # same readable id, different specialization: disambiguate stably
+                # same readable id, different specialization: disambiguate stably
+                if spec_id in ids:
                     ids[spec_id] += 1
                     spec_id = f"{spec_id}.v{ids[spec_id]}"
                 else:
@@ -355,8 +354,8 @@ def build_plan(
                     key,
                     detail,
                     point,
-                    tc.compile_hash_of(launch),
-                    tc.specialization_data(launch),
+                    bound.compile_hash,
+                    bound.specialization,
                 )
                 seen[(kernel, key)] = spec
                 specs.append(spec)

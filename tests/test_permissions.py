@@ -77,37 +77,22 @@ def nobody_python(tmp_path_factory):
         env["LD_LIBRARY_PATH"] = os.path.join(
             mounted, os.path.relpath(sysconfig.get_config_var("LIBDIR"), prefix)
         )
+    argv = [
+        "runuser",
+        "-u",
+        "nobody",
+        "--",
+        "env",
+        "-i",
+        *[f"{k}={v}" for k, v in env.items()],
+        python,
+    ]
     check = subprocess.run(
-        [
-            "runuser",
-            "-u",
-            "nobody",
-            "--",
-            "env",
-            "-i",
-            *[f"{k}={v}" for k, v in env.items()],
-            python,
-            "-c",
-            "import torch, triton, qsa_warmup",
-        ],
-        capture_output=True,
-        text=True,
+        [*argv, "-c", "import torch, triton, qsa_warmup"], capture_output=True, text=True
     )
     if check.returncode != 0:
         pytest.skip(f"this interpreter does not run as nobody: {check.stderr.strip()[-300:]}")
-    yield (
-        [
-            "runuser",
-            "-u",
-            "nobody",
-            "--",
-            "env",
-            "-i",
-            *[f"{k}={v}" for k, v in env.items()],
-            python,
-        ],
-        base,
-    )
+    yield argv, base
     if mounted:
         subprocess.run(["umount", mounted])
     shutil.rmtree(base, ignore_errors=True)

@@ -44,6 +44,8 @@ from .hooks import (
 from .launchers import init_handles, prepare_launchers, share_launcher_modules
 from .loader import (
     CompiledInfo,
+    LaunchBinding,
+    bind_launch,
     binding_knobs,
     compile_hash_of,
     compiled_info,
@@ -51,7 +53,6 @@ from .loader import (
     forget_compiled,
     is_jit_function,
     load_from_entry,
-    request_key_of,
     settle_kernel_hashes,
     specialization_data,
 )
@@ -102,6 +103,8 @@ __all__ = [
     "use_triton_cache_dir",
     # loader
     "CompiledInfo",
+    "LaunchBinding",
+    "bind_launch",
     "binding_knobs",
     "compile_hash_of",
     "compiled_info",
@@ -109,7 +112,6 @@ __all__ = [
     "forget_compiled",
     "is_jit_function",
     "load_from_entry",
-    "request_key_of",
     "settle_kernel_hashes",
     "specialization_data",
     # toolchain

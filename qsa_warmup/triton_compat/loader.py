@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import triton
 import triton.runtime.cache as _runtime_cache
@@ -20,7 +21,8 @@ __all__ = [
     "CompiledInfo",
     "compiled_info",
     "compile_hash_of",
-    "request_key_of",
+    "bind_launch",
+    "LaunchBinding",
     "specialization_data",
     "binding_knobs",
     "settle_kernel_hashes",
@@ -94,12 +96,22 @@ def compile_hash_of(launch) -> str:
     return _bind(launch)[4]
 
 
-def request_key_of(launch) -> tuple[str, str]:
-    """(kernel name, in-memory cache key) that ``launch`` requests on the active driver: what
-    ``jit_cache_hook`` is given. Computed from the binder, so it is the same whether or not
-    the kernel is already in memory (a second warmup in one process)."""
-    key = _bind(launch, with_hash=False)[1]
-    return launch.kernel.fn.__qualname__, str(key)  # the name jit_cache_hook is given
+class LaunchBinding(NamedTuple):
+    """What a plan records of one launch, from one pass of Triton's binder."""
+
+    kernel: str  # the name ``jit_cache_hook`` is given
+    key: str  # the in-memory cache key it requests
+    compile_hash: str  # :func:`compile_hash_of`
+    specialization: str  # :func:`specialization_data`
+
+
+def bind_launch(launch) -> LaunchBinding:
+    """``launch`` bound on the active driver. Computed from the binder, so the key is the same
+    whether or not the kernel is already in memory (a second warmup in one process)."""
+    _, key, src, options, compile_hash = _bind(launch)
+    return LaunchBinding(
+        launch.kernel.fn.__qualname__, str(key), compile_hash, _serialize(launch, key, src, options)
+    )
 
 
 def specialization_data(launch) -> str:
@@ -107,9 +119,13 @@ def specialization_data(launch) -> str:
     attributes, options) in Triton's own serialization (``JITFunction.preload``'s input), so
     a later process can fill the in-memory cache without calling Triton's binder, whose first
     call imports ``triton.experimental.gluon`` (80-100 ms on the H200 host)."""
+    _, key, src, options, _ = _bind(launch, with_hash=False)
+    return _serialize(launch, key, src, options)
+
+
+def _serialize(launch, key, src, options) -> str:
     from triton.runtime.jit import serialize_specialization_data
 
-    _, key, src, options, _ = _bind(launch, with_hash=False)
     return serialize_specialization_data(
         launch.kernel._fn_name, src.signature, src.constants, src.attrs, options, key
     )
