@@ -5,7 +5,7 @@ functions and the ``*_launch`` builders are what the warmup planner calls to lea
 which variants the ops can request.
 """
 
-from ._launch import KernelLaunch, TensorMeta, interpreting
+from ._launch import KernelLaunch, TensorMeta, assume_arch, interpreting
 from .decode import (
     DecodeConfig,
     decode_launch_config,
@@ -42,6 +42,7 @@ __all__ = [
     "expand_qsa_block_indices",
     "ragged_topk",
     "qsa_paged_decode_scores",
+    "assume_arch",
     "decode_launch_config",
     "decode_tile_shape",
     "decode_tiles_per_program",

@@ -9,14 +9,25 @@ specializations the planner compiles are the ones the launchers request.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import triton
 
-__all__ = ["KernelLaunch", "TensorMeta", "interpreting", "cdiv", "next_power_of_2"]
+__all__ = [
+    "KernelLaunch",
+    "TensorMeta",
+    "interpreting",
+    "cdiv",
+    "next_power_of_2",
+    "device_arch",
+    "assume_arch",
+]
 
 
 # Host-side integer helpers for the launch paths: ``triton.cdiv`` and ``triton.next_power_of_2``
@@ -28,6 +39,41 @@ def cdiv(a: int, b: int) -> int:
 def next_power_of_2(n: int) -> int:
     """The smallest power of two >= n (1 for n <= 1)."""
     return 1 << max(int(n) - 1, 0).bit_length()
+
+
+_assumed_arch: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "assumed_arch", default=None
+)
+
+
+@contextlib.contextmanager
+def assume_arch(arch: int | None) -> Iterator[None]:
+    """Launch decisions inside this block are made as for a GPU of compute capability ``arch``
+    whatever device the tensors are on (a coverage sweep on CPU tensors for a named target)."""
+    token = _assumed_arch.set(arch)
+    try:
+        yield
+    finally:
+        _assumed_arch.reset(token)
+
+
+def device_arch(tensor) -> int | None:
+    """The compute capability (e.g. 90) the launch decisions for ``tensor`` are made for: the
+    one :func:`assume_arch` names, else the GPU holding it; None for a CPU tensor or a planner's
+    stand-in (the dispatch then assumes an sm_90-class GPU)."""
+    assumed = _assumed_arch.get()
+    if assumed is not None:
+        return assumed
+    device = tensor.device
+    if device.type != "cuda":
+        return None
+    return _cuda_arch(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)  # a device's capability never changes: keep it off the host path
+def _cuda_arch(index: int) -> int:
+    major, minor = torch.cuda.get_device_capability(index)
+    return major * 10 + minor
 
 
 def interpreting() -> bool:

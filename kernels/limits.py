@@ -15,6 +15,8 @@ __all__ = [
     "MIN_HEAD_DIM",
     "MAX_HEAD_DIM",
     "min_arch_for",
+    "SHARED_MEMORY_PER_BLOCK",
+    "shared_memory_per_block",
 ]
 
 # dtype names as torch spells them (``getattr(torch, name)``)
@@ -33,3 +35,23 @@ MIN_HEAD_DIM, MAX_HEAD_DIM = 64, 256
 def min_arch_for(dtype_name: str) -> int:
     """The oldest compute capability (e.g. 89 for sm_89) that runs ``dtype_name``."""
     return MIN_ARCH.get(dtype_name, 0)
+
+
+# Dynamic shared memory one block may use, per CUDA compute capability (the CUDA programming
+# guide's table; Triton 3.6 compiles for each of these)
+SHARED_MEMORY_PER_BLOCK = {
+    80: 166912,
+    86: 101376,
+    87: 166912,
+    89: 101376,
+    90: 232448,
+    100: 232448,
+    103: 232448,
+    120: 101376,
+    121: 101376,
+}
+
+
+def shared_memory_per_block(arch: int) -> int | None:
+    """Bytes of shared memory one block may use on ``arch`` (e.g. 90), or None if unknown."""
+    return SHARED_MEMORY_PER_BLOCK.get(arch)

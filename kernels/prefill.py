@@ -19,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import limits
 from ._checks import (
     check_int,
     check_same_device,
@@ -27,7 +28,7 @@ from ._checks import (
     check_tensor,
     check_topk_geometry,
 )
-from ._launch import KernelLaunch, cdiv, interpreting, next_power_of_2
+from ._launch import KernelLaunch, cdiv, device_arch, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import ragged_topk
 
@@ -39,12 +40,14 @@ __all__ = [
     "qsa_select_paged_prefill",
     "DEFAULT_MAX_LOGITS_MB",
     "SHARED_MEMORY_BUDGET",
+    "shared_memory_budget",
 ]
 
 DEFAULT_MAX_LOGITS_MB = 512
 # Shared memory one prefill program may plan for: under the H100/H200's 227 KB, with room
-# for the compiler's own scratch.
+# for the compiler's own scratch (the same room is left on targets with less).
 SHARED_MEMORY_BUDGET = 200 * 1024
+_COMPILER_SCRATCH = 227 * 1024 - SHARED_MEMORY_BUDGET
 _MAX_QUERY_TILE = 256
 _LOGITS_ROW_ALIGN = 64
 # fp8 products accumulated per promotion to fp32 in prefill. Prefill is compute-bound: one
@@ -77,9 +80,21 @@ def _planned_shared_bytes(
     )
 
 
-def prefill_launch_config(cache_dtype: torch.dtype, num_heads: int, head_dim: int) -> PrefillConfig:
+def shared_memory_budget(arch: int | None) -> int:
+    """Shared memory a prefill program may plan for on ``arch`` (None: an sm_90-class GPU)."""
+    available = limits.shared_memory_per_block(arch) if arch is not None else None
+    if available is None:
+        return SHARED_MEMORY_BUDGET
+    return min(SHARED_MEMORY_BUDGET, available - _COMPILER_SCRATCH)
+
+
+def prefill_launch_config(
+    cache_dtype: torch.dtype, num_heads: int, head_dim: int, arch: int | None = None
+) -> PrefillConfig:
     """Every launch decision of the prefill scoring kernel (called by the launcher and the
-    planner)."""
+    planner). ``arch``: the target's compute capability (tiles shrink where shared memory is
+    smaller); None for an sm_90-class GPU."""
+    budget = shared_memory_budget(arch)
     itemsize = 1 if cache_dtype == torch.float8_e4m3fn else 2
     block_d = max(16, next_power_of_2(head_dim))
     heads_pad = next_power_of_2(num_heads)
@@ -87,8 +102,7 @@ def prefill_launch_config(cache_dtype: torch.dtype, num_heads: int, head_dim: in
     tile_r = max(1, min(128, _MAX_QUERY_TILE // heads_pad))
     while (
         tile_r > 1
-        and _planned_shared_bytes(tile_r * heads_pad, block_d, block_n, stages, itemsize)
-        > SHARED_MEMORY_BUDGET
+        and _planned_shared_bytes(tile_r * heads_pad, block_d, block_n, stages, itemsize) > budget
     ):
         tile_r //= 2
     heads_pad = max(heads_pad, 16 // tile_r)
@@ -254,9 +268,11 @@ def prefill_scores_launch(
     num_rows,
     logits_width,
     config: PrefillConfig | None = None,
+    arch: int | None = None,
 ) -> KernelLaunch:
     """The launch that scores rows ``[row_offset, row_offset + num_rows)`` into ``logits``
-    ([num_rows, logits_width] with any row stride). ``config`` overrides the dispatch."""
+    ([num_rows, logits_width] with any row stride). ``config`` overrides the dispatch;
+    ``arch`` names the target (default: the GPU holding ``q``)."""
     num_heads, head_dim, page_size = _check_prefill(
         q, k_cache, page_table, query_start_loc, visible_blocks, max_query_len, 0
     )
@@ -266,7 +282,8 @@ def prefill_scores_launch(
         )
     check_tensor("logits", logits, ndim=2, dtypes=(torch.float32,))
     check_shape("logits", logits, (num_rows, logits_width))
-    cfg = config or prefill_launch_config(q.dtype, num_heads, head_dim)
+    arch = device_arch(q) if arch is None else arch
+    cfg = config or prefill_launch_config(q.dtype, num_heads, head_dim, arch)
     grid = (
         page_table.shape[0],
         cdiv(min(num_rows, max_query_len), cfg.tile_r),

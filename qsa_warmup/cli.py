@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import traceback
+from dataclasses import dataclass, field
 
 from . import knobs
 from .errors import CacheError, ConfigError
@@ -44,8 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--preset", metavar="NAME", help="embedded config (default: 'default')")
     common.add_argument(
         "--target",
-        metavar="SM",
-        help="GPU target such as sm_90 (default: this GPU, else the config's)",
+        metavar="SM[,SM...]|all",
+        help="GPU targets such as sm_90 or sm_90,sm_100, or 'all' (every target this Triton "
+        "builds that the config's dtypes run on); default: this GPU, else the config's",
     )
     common.add_argument(
         "--cache-dir",
@@ -83,8 +85,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _resolve(args):
-    """(config, target, cache folder) from the flags, every problem named in one error."""
-    from . import triton_compat as tc
+    """(config, targets, cache folder) from the flags, every problem named in one error."""
     from .cache import CacheFolder
     from .config import load_config
 
@@ -93,50 +94,73 @@ def _resolve(args):
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError("--jobs", f"must be >= 1, got {args.jobs}")
     cfg = load_config(args.config, args.preset)
-    if args.target:
-        cfg.check_target(args.target, "--target")
-        target = args.target
-    else:
+    targets = _targets(args.target, cfg)
+    folder = CacheFolder(args.cache_dir or knobs.cache_dir())
+    if args.command != "plan":
+        folder.check_usable()
+    return cfg, targets, folder
+
+
+def _targets(flag: str | None, cfg) -> list[str]:
+    """The targets ``--target`` names (a list, or ``all``), else this GPU's, else the config's."""
+    from . import triton_compat as tc
+    from .config import target_problems
+
+    if not flag:
         gpu = tc.current_gpu_target()
         target = cfg.target if gpu is None else tc.target_name(gpu)
         if gpu is None:
             log.info("no GPU here and no --target: using the config's target %s", target)
         cfg.check_target(target, "GPU target" if gpu is not None else "target")
-    folder = CacheFolder(args.cache_dir or knobs.cache_dir())
-    if args.command != "plan":
-        folder.check_usable()
-    return cfg, target, folder
+        return [target]
+    names = [n.strip() for n in flag.split(",")]
+    if "all" in names:
+        if len(names) > 1:
+            raise ConfigError("--target", "give 'all' alone, or a list such as sm_90,sm_100")
+        names = [
+            f"sm_{arch}"
+            for arch in tc.compilable_archs()
+            if not target_problems(f"sm_{arch}", cfg.cache_dtypes)
+        ]
+    if "" in names:
+        raise ConfigError("--target", f"empty name in {flag!r}; give e.g. sm_90,sm_100")
+    names = list(dict.fromkeys(names))
+    problems = [p for n in names for p in target_problems(n, cfg.cache_dtypes, "--target")]
+    if problems:
+        raise ConfigError.several(problems)
+    return names
 
 
-def _cmd_plan(args, cfg, target, folder) -> int:
+@dataclass
+class _Outcome:
+    """One command's result for one target: exit code, the JSON payload, the text lines."""
+
+    code: int
+    payload: dict
+    lines: list[str] = field(default_factory=list)
+
+
+def _cmd_plan(args, cfg, target, folder) -> _Outcome:
     from .planner import build_plan
 
     plan = build_plan(cfg, target)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "target": target,
-                    "config": cfg.to_dict(),
-                    "specs": [
-                        {
-                            "id": s.id,
-                            "family": s.family,
-                            "kernel": s.kernel,
-                            "key_digest": s.key_digest,
-                            "detail": s.detail,
-                        }
-                        for s in plan.specs
-                    ],
-                },
-                indent=1,
-            )
-        )
-    else:
-        print(f"{len(plan.specs)} specializations for {target}")
-        for s in plan.specs:
-            print(f"  {s.id:<44} {s.kernel:<24} {s.detail}")
-    return EXIT_OK
+    payload = {
+        "target": target,
+        "config": cfg.to_dict(),
+        "specs": [
+            {
+                "id": s.id,
+                "family": s.family,
+                "kernel": s.kernel,
+                "key_digest": s.key_digest,
+                "detail": s.detail,
+            }
+            for s in plan.specs
+        ],
+    }
+    lines = [f"{len(plan.specs)} specializations for {target}"]
+    lines += [f"  {s.id:<44} {s.kernel:<24} {s.detail}" for s in plan.specs]
+    return _Outcome(EXIT_OK, payload, lines)
 
 
 def _progress(result, done, total):
@@ -151,7 +175,7 @@ def _progress(result, done, total):
             print(file=sys.stderr)
 
 
-def _cmd_prebuild(args, cfg, target, folder) -> int:
+def _cmd_prebuild(args, cfg, target, folder) -> _Outcome:
     from . import triton_compat as tc
     from .cache import BoundCache
     from .engine import prebuild
@@ -167,35 +191,30 @@ def _cmd_prebuild(args, cfg, target, folder) -> int:
         only=only,
         lock_timeout=args.lock_timeout,
     )
-    if args.json:
-        print(json.dumps(report.to_json(), indent=1))
-    else:
-        print(
-            f"{report.planned} planned: {report.compiled} compiled, {report.cached} cached, "
-            f"{report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} ({target})"
-        )
-        for r in report.results:
-            if r.outcome == "failed":
-                print(f"  FAILED {r.spec_id}: {r.error}")
-        for u in report.unloadable:
-            print(f"  UNLOADABLE {u.spec_id}: {u.reason}")
+    lines = [
+        f"{report.planned} planned: {report.compiled} compiled, {report.cached} cached, "
+        f"{report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} ({target})"
+    ]
+    lines += [f"  FAILED {r.spec_id}: {r.error}" for r in report.results if r.outcome == "failed"]
+    lines += [f"  UNLOADABLE {u.spec_id}: {u.reason}" for u in report.unloadable]
     if cache.write_folder is None:
         _note(
-            f"{folder.root} is read-only here and already holds all {report.planned} specs; "
-            "nothing to build"
+            f"{folder.root} is read-only here and already holds all {report.planned} specs "
+            f"for {target}; nothing to build"
         )
+    code = EXIT_OK
     if report.failed:
         first = next(r for r in report.results if r.outcome == "failed")
         _note(
-            f"{report.failed} of {report.planned} specs failed to build (first: {first.spec_id}: "
-            f"{first.error.splitlines()[0] if first.error else '?'}); "
+            f"{report.failed} of {report.planned} specs failed to build for {target} (first: "
+            f"{first.spec_id}: {first.error.splitlines()[0] if first.error else '?'}); "
             "rerun with -v for the compiler's log"
         )
-        return EXIT_USAGE
-    return EXIT_OK
+        code = EXIT_USAGE
+    return _Outcome(code, report.to_json(), lines)
 
 
-def _cmd_check(args, cfg, target, folder) -> int:
+def _cmd_check(args, cfg, target, folder) -> _Outcome:
     from .cache import BoundCache
     from .engine import check_plan
     from .planner import build_plan
@@ -210,48 +229,42 @@ def _cmd_check(args, cfg, target, folder) -> int:
         "ok": len(statuses) - len(failing),
         "failing": [{"spec": s.spec_id, "state": s.state, "reason": s.reason} for s in failing],
     }
+    lines = [f"{s['state'].upper():<11} {s['spec']}: {s['reason']}" for s in out["failing"]]
     trace_failed = False
     if args.trace:
-        from .trace import trace_envelope
-
-        trace = trace_envelope(cfg, plan, seed=args.seed)
-        ok_ids = {s.spec_id for s in statuses if s.ok}
-        uncached = sorted(sid for sid in trace.covered if sid not in ok_ids)
-        out["trace"] = {
-            "launches": trace.launches,
-            "requested": trace.requested,
-            "unplanned": [
-                {
-                    "kernel": v.kernel,
-                    "constants": v.constants,
-                    "num_warps": v.num_warps,
-                    "key": v.key,
-                }
-                for v in trace.unplanned
-            ],
-            "uncached": uncached,
-            "planned_not_reached": sorted(set(plan.by_id()) - trace.covered),
-        }
-        trace_failed = bool(trace.unplanned or uncached)
-    if args.json:
-        print(json.dumps(out, indent=1))
-    else:
-        for s in out["failing"]:
-            print(f"{s['state'].upper():<11} {s['spec']}: {s['reason']}")
-        if args.trace:
-            t = out["trace"]
-            for v in t["unplanned"]:
-                print(f"UNPLANNED   {v['kernel']} num_warps={v['num_warps']} {v['constants']}")
-            print(
-                f"trace: {t['launches']} launcher calls requested {t['requested']} "
-                f"specializations, "
-                f"{len(t['unplanned'])} not in the plan, {len(t['uncached'])} not cached"
-            )
-        print(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
-    return EXIT_CHECK_FAILED if failing or trace_failed else EXIT_OK
+        out["trace"] = _trace(cfg, plan, statuses, args.seed)
+        t = out["trace"]
+        trace_failed = bool(t["unplanned"] or t["uncached"])
+        lines += [
+            f"UNPLANNED   {v['kernel']} num_warps={v['num_warps']} {v['constants']}"
+            for v in t["unplanned"]
+        ]
+        lines.append(
+            f"trace: {t['launches']} launcher calls requested {t['requested']} specializations, "
+            f"{len(t['unplanned'])} not in the plan, {len(t['uncached'])} not cached"
+        )
+    lines.append(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
+    return _Outcome(EXIT_CHECK_FAILED if failing or trace_failed else EXIT_OK, out, lines)
 
 
-def _cmd_info(args, cfg, target, folder) -> int:
+def _trace(cfg, plan, statuses, seed: int) -> dict:
+    from .trace import trace_envelope
+
+    trace = trace_envelope(cfg, plan, seed=seed)
+    ok_ids = {s.spec_id for s in statuses if s.ok}
+    return {
+        "launches": trace.launches,
+        "requested": trace.requested,
+        "unplanned": [
+            {"kernel": v.kernel, "constants": v.constants, "num_warps": v.num_warps, "key": v.key}
+            for v in trace.unplanned
+        ],
+        "uncached": sorted(sid for sid in trace.covered if sid not in ok_ids),
+        "planned_not_reached": sorted(set(plan.by_id()) - trace.covered),
+    }
+
+
+def _cmd_info(args, cfg, target, folder) -> _Outcome:
     from .cache import Fingerprint
 
     fp = Fingerprint.current(target)
@@ -264,15 +277,26 @@ def _cmd_info(args, cfg, target, folder) -> int:
         "writable": folder.writable(),
         **folder.stats(),
     }
-    if args.json:
-        print(json.dumps(info, indent=1))
-    else:
-        for k, v in info.items():
-            print(f"{k:>18}: {v}")
-    return EXIT_OK
+    return _Outcome(EXIT_OK, info, [f"{k:>18}: {v}" for k, v in info.items()])
 
 
 _COMMANDS = {"plan": _cmd_plan, "prebuild": _cmd_prebuild, "check": _cmd_check, "info": _cmd_info}
+
+
+def _per_target(args, cfg, targets, folder) -> int:
+    """Run the command for each target; JSON: the one payload, or ``{"targets": [...]}``."""
+    outcomes = []
+    for target in targets:
+        outcome = _COMMANDS[args.command](args, cfg, target, folder)
+        outcomes.append(outcome)
+        if not args.json:
+            if len(targets) > 1:
+                print(f"== {target}")
+            print("\n".join(outcome.lines))
+    if args.json:
+        payloads = [o.payload for o in outcomes]
+        print(json.dumps(payloads[0] if len(payloads) == 1 else {"targets": payloads}, indent=1))
+    return max(o.code for o in outcomes)
 
 
 def _run(argv) -> int:
@@ -288,8 +312,8 @@ def _run(argv) -> int:
         False  # before kernels is imported: its kernels must be JIT functions
     )
     try:
-        cfg, target, folder = _resolve(args)
-        return _COMMANDS[args.command](args, cfg, target, folder)
+        cfg, targets, folder = _resolve(args)
+        return _per_target(args, cfg, targets, folder)
     except Exception:
         if args.verbose:
             traceback.print_exc()

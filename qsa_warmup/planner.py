@@ -99,8 +99,11 @@ def _i32(*shape, misalign=0):
     return TensorMeta(shape, torch.int32, misalign=misalign)
 
 
-def launch_for(cfg: DeploymentConfig, family: str, point: tuple) -> kernels.KernelLaunch:
-    """The launch ``kernels`` builds at one point of the envelope (serializable ``point``)."""
+def launch_for(
+    cfg: DeploymentConfig, family: str, point: tuple, arch: int | None = None
+) -> kernels.KernelLaunch:
+    """The launch ``kernels`` builds at one point of the envelope (serializable ``point``) on
+    a GPU of compute capability ``arch``."""
     if family == "decode":
         dtype_name, dql, num_reqs = point
         dtype, rows = torch_dtype(dtype_name), num_reqs * dql
@@ -132,6 +135,7 @@ def launch_for(cfg: DeploymentConfig, family: str, point: tuple) -> kernels.Kern
             0,
             rows,
             width,
+            arch=arch,
         )
     if family == "topk":
         width, stride, rows, index = point  # index: which of the top-k's launches
@@ -155,7 +159,7 @@ def launch_for(cfg: DeploymentConfig, family: str, point: tuple) -> kernels.Kern
     raise ValueError(f"unknown kernel family {family!r}")
 
 
-def _decode_points(cfg: DeploymentConfig):
+def _decode_points(cfg: DeploymentConfig, arch: int):
     for dtype_name in cfg.cache_dtypes:
         dtype = torch_dtype(dtype_name)
         for dql in range(1, cfg.max_decode_query_len + 1):
@@ -176,9 +180,11 @@ def _decode_points(cfg: DeploymentConfig):
                     )
 
 
-def _prefill_points(cfg: DeploymentConfig):
+def _prefill_points(cfg: DeploymentConfig, arch: int):
     for dtype_name in cfg.cache_dtypes:
-        c = kernels.prefill_launch_config(torch_dtype(dtype_name), cfg.num_heads, cfg.head_dim)
+        c = kernels.prefill_launch_config(
+            torch_dtype(dtype_name), cfg.num_heads, cfg.head_dim, arch
+        )
         yield (
             "prefill",
             f"prefill.{short_dtype(dtype_name)}.tr{c.tile_r}.w{c.num_warps}",
@@ -187,7 +193,7 @@ def _prefill_points(cfg: DeploymentConfig):
         )
 
 
-def _topk_points(cfg: DeploymentConfig):
+def _topk_points(cfg: DeploymentConfig, arch: int):
     # Decode scores the full table width (row stride = width). Prefill scores widths in steps of
     # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
     # contract), so one prefill layout per top-k launch config stands for all of its widths.
@@ -235,7 +241,7 @@ def _topk_points(cfg: DeploymentConfig):
         )
 
 
-def _expand_points(cfg: DeploymentConfig):
+def _expand_points(cfg: DeploymentConfig, arch: int):
     for pos_name in cfg.position_dtypes:
         yield ("expand", f"expand.{short_dtype(pos_name)}", (pos_name,), "")
 
@@ -293,13 +299,14 @@ def build_plan(
     :meth:`Plan.to_memo` from the same config, target, toolchain and :func:`kernels_digest`:
     it skips the envelope walk and the binder probes."""
     target_name = target or cfg.target
+    arch = tc.parse_target(target_name).arch
     if memo is not None:
         specs = [
             PlannedSpec(
                 m["id"],
                 m["family"],
                 m["kernel"],
-                launch_for(cfg, m["family"], tuple(m["point"])),
+                launch_for(cfg, m["family"], tuple(m["point"]), arch),
                 m["key"],
                 m["detail"],
                 tuple(m["point"]),
@@ -309,15 +316,15 @@ def build_plan(
             for m in memo
         ]
         return Plan(cfg, target_name, specs)
-    gpu_target = tc.parse_target(target_name) if offline else None
+    gpu_target = tc.GPUTarget("cuda", arch, 32) if offline else None
     settle_kernel_hashes()
     specs: list[PlannedSpec] = []
     seen: dict[tuple[str, str], PlannedSpec] = {}
     ids: dict[str, int] = {}
     with tc.active_driver(gpu_target):
         for points in (_decode_points, _prefill_points, _topk_points, _expand_points):
-            for family, spec_id, point, detail in points(cfg):
-                launch = launch_for(cfg, family, point)
+            for family, spec_id, point, detail in points(cfg, arch):
+                launch = launch_for(cfg, family, point, arch)
                 if not tc.is_jit_function(launch.kernel):
                     raise RuntimeError(
                         "kernels were imported under TRITON_INTERPRET=1; "

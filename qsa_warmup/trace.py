@@ -195,7 +195,12 @@ def trace_envelope(
         launches += 1
         fn(*args, **kwargs)
 
-    with tc.active_driver(tc.parse_target(plan.target)), tc.capture_requests(block=True) as seen:
+    target = tc.parse_target(plan.target)
+    with (
+        tc.active_driver(target),
+        kernels.assume_arch(target.arch),
+        tc.capture_requests(block=True) as seen,
+    ):
         sweep_envelope(cfg, run, seed=seed, samples=samples)
     distinct = {(v.kernel, v.key): v for v in seen}
     result = TraceResult(launches=launches, requested=len(distinct))
