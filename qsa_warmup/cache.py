@@ -36,7 +36,16 @@ from ._fs import UNREADABLE, atomic_write_json, can_create_in, read_json, sha256
 from .config import DeploymentConfig
 from .errors import CacheError
 
-__all__ = ["CacheFolder", "BoundCache", "Fingerprint", "Lookup", "overlay_folder", "STATES"]
+__all__ = [
+    "CacheFolder",
+    "BoundCache",
+    "Fingerprint",
+    "Lookup",
+    "overlay_folder",
+    "checked_files",
+    "manifest_name",
+    "STATES",
+]
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +161,25 @@ class CacheFolder:
         return {"entries": entries, "bytes": size}
 
 
+def checked_files(entry_dir: str, files: dict) -> tuple[str | None, dict]:
+    """(None, {path: bytes}) when every file of ``files`` ({name: sha256}) in ``entry_dir``
+    has its checksum, else (what is wrong, {})."""
+    contents = {}
+    for name, digest in files.items():
+        path = os.path.join(entry_dir, os.path.basename(name))
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return f"{name} missing", {}
+        except OSError as exc:
+            return f"{name} unreadable ({exc.strerror})", {}
+        if sha256_bytes(data) != digest:
+            return f"{name} checksum mismatch", {}
+        contents[path] = data
+    return None, contents
+
+
 def overlay_folder(primary: CacheFolder) -> CacheFolder | None:
     """The writable folder this user's processes use beside a read-only ``primary``: under the
     user's cache folder, else the temp folder (named by the user id, so users never share it)."""
@@ -179,9 +207,17 @@ def _user_cache_dir(name: str) -> str | None:
     return platformdirs.user_cache_dir(name)
 
 
+def manifest_name(config: DeploymentConfig, target: str, fingerprint: "Fingerprint") -> str:
+    """The folder under ``qsa/`` that holds one (config, target, toolchain)'s manifest."""
+    return f"{config.geometry_hash()}-{target}-{fingerprint.digest}"
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     parts: dict
+
+    # parts that depend on the target (ptxas-blackwell builds sm_100 and newer)
+    TARGET_PARTS = ("ptxas", "target")
 
     @classmethod
     def current(cls, target: str) -> "Fingerprint":
@@ -244,7 +280,7 @@ class BoundCache:
         self.fingerprint = fingerprint or Fingerprint.current(target)
         self.blocked: set[str] = set()  # primary's Triton folders that failed their checksums
         self.built: list[str] = []  # spec ids this object recorded
-        self._manifest_name = f"{config.geometry_hash()}-{target}-{self.fingerprint.digest}"
+        self._manifest_name = manifest_name(config, target, self.fingerprint)
 
     # -- layers -------------------------------------------------------------------------------
     @property
@@ -365,19 +401,9 @@ class BoundCache:
             return Lookup(
                 spec.id, "corrupt", f"triton/{entry['folder']}: group file missing", entry
             )
-        contents = {}
-        for name, digest in entry["files"].items():
-            path = os.path.join(entry_dir, os.path.basename(name))
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except FileNotFoundError:
-                return Lookup(spec.id, "corrupt", f"{name} missing", entry)
-            except OSError as exc:
-                return Lookup(spec.id, "corrupt", f"{name} unreadable ({exc.strerror})", entry)
-            if sha256_bytes(data) != digest:
-                return Lookup(spec.id, "corrupt", f"{name} checksum mismatch", entry)
-            contents[path] = data
+        problem, contents = checked_files(entry_dir, entry["files"])
+        if problem:
+            return Lookup(spec.id, "corrupt", problem, entry)
         return Lookup(spec.id, "ok", entry=entry, folder=folder, contents=contents)
 
     def loadable(self, lookup: Lookup) -> Lookup:

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from . import knobs
-from .errors import CacheError, ConfigError
+from .errors import BundleError, CacheError, ConfigError
 
 __all__ = ["main"]
 
@@ -81,7 +81,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--seed", type=int, default=0, help="seed of the --trace sweep")
     sub.add_parser("info", parents=[common], help="fingerprint, cache folder, entry count and size")
+    _add_expect_fingerprint(pre)
+    export = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write the cache's builds (all, or the config's, or --target's) to one bundle file",
+    )
+    _add_expect_fingerprint(export)
+    export.add_argument("--out", metavar="FILE", required=True, help="the bundle to write")
+    export.add_argument(
+        "--compression", choices=("zstd", "gzip"), help="default: zstd if installed, else gzip"
+    )
+    imp = sub.add_parser(
+        "import",
+        parents=[common],
+        help="verify a bundle in full, then install it into the cache",
+    )
+    imp.add_argument("bundle", metavar="FILE")
+    imp.add_argument(
+        "--force", action="store_true", help="install deployments of another toolchain too"
+    )
     return parser
+
+
+def _add_expect_fingerprint(parser) -> None:
+    parser.add_argument(
+        "--expect-fingerprint",
+        metavar="FILE",
+        help="a server's `qsa-warmup info --json`: refuse unless this toolchain matches it",
+    )
 
 
 def _resolve(args):
@@ -280,6 +308,121 @@ def _cmd_info(args, cfg, target, folder) -> _Outcome:
     return _Outcome(EXIT_OK, info, [f"{k:>18}: {v}" for k, v in info.items()])
 
 
+def _cmd_export(args) -> int:
+    from .bundle import export_bundle, manifest_fingerprints, select_manifests
+    from .cache import CacheFolder
+    from .config import load_config
+
+    folder = CacheFolder(args.cache_dir or knobs.cache_dir())
+    folder.check_usable()
+    named = args.config or args.preset or args.target
+    cfg = load_config(args.config, args.preset) if named else None
+    targets = _targets(args.target, cfg) if args.target else None
+    names = select_manifests(folder, cfg, targets)
+    if args.expect_fingerprint:
+        check_expected_fingerprint(args.expect_fingerprint, manifest_fingerprints(folder, names))
+    report = export_bundle(
+        folder, names, args.out, key=knobs.remote_key(), compression=args.compression
+    )
+    if args.json:
+        print(json.dumps(report.__dict__, indent=1))
+    else:
+        for d in report.deployments:
+            print(f"  {d['target']:<7} {d['specs']:>4} specs  {d['manifest']}")
+        print(
+            f"{report.files} files, {report.bytes} bytes ({report.compression}"
+            f"{', signed' if report.signed else ''}) -> {report.path}\n"
+            f"digest {report.digest}"
+        )
+    return EXIT_OK
+
+
+def _cmd_import(args) -> int:
+    from .bundle import import_bundle
+    from .cache import CacheFolder
+    from .config import load_config
+
+    folder = CacheFolder(args.cache_dir or knobs.cache_dir())
+    require = None
+    if args.config or args.preset or args.target:
+        cfg = load_config(args.config, args.preset)
+        geometry = cfg.geometry_hash()
+        targets = _targets(args.target, cfg) if args.target else None
+        require = [f"{geometry}-{t}-" for t in targets] if targets else [f"{geometry}-"]
+    report = import_bundle(
+        args.bundle, folder, force=args.force, key=knobs.remote_key(), require=require
+    )
+    if args.json:
+        print(json.dumps(report.__dict__, indent=1))
+    else:
+        for d in report.deployments:
+            print(f"  {d['target']:<7} {d['specs']:>4} specs  {d['manifest']}")
+        print(
+            f"verified and installed into {report.cache_dir}: {report.added} files added, "
+            f"{report.present} already present (digest {report.digest})"
+        )
+    return EXIT_OK
+
+
+def _expected_fingerprints(path: str) -> dict[str, dict]:
+    """{target: fingerprint parts} of a server's ``info --json`` output."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise ConfigError("--expect-fingerprint", f"{path}: {exc.strerror}") from None
+    except ValueError:
+        raise ConfigError(
+            "--expect-fingerprint", f"{path} is not JSON; give it a server's `info --json`"
+        ) from None
+    payloads = data.get("targets", [data]) if isinstance(data, dict) else []
+    found = {
+        p["target"]: p["fingerprint"]
+        for p in payloads
+        if isinstance(p, dict) and isinstance(p.get("fingerprint"), dict) and "target" in p
+    }
+    if not found:
+        raise ConfigError(
+            "--expect-fingerprint",
+            f"{path} holds no fingerprint; give it the output of `qsa-warmup info --json` "
+            "run on the server",
+        )
+    return found
+
+
+def check_expected_fingerprint(path: str, fingerprints: list[tuple[str, dict]]) -> None:
+    """ConfigError naming each part where this builder's toolchain (``fingerprints``: (target,
+    parts) pairs) differs from the server's: everything for a target the server runs, the
+    target-independent parts (python, triton, env) for the others."""
+    from .cache import Fingerprint
+
+    server = _expected_fingerprints(path)
+    problems = []
+    for target, parts in fingerprints:
+        if target in server:
+            theirs = server[target]
+        else:
+            theirs = {
+                **next(iter(server.values())),
+                **{k: parts.get(k) for k in Fingerprint.TARGET_PARTS},
+            }
+        problems += [
+            (
+                "--expect-fingerprint",
+                f"{target}: {name} {parts.get(name)} here, {theirs.get(name)} on the server",
+            )
+            for name in sorted(set(parts) | set(theirs))
+            if parts.get(name) != theirs.get(name)
+        ]
+    if problems:
+        hint = (
+            "build with the server's Python, Triton and environment (README: matching the "
+            "server's toolchain)"
+        )
+        problems[-1] = (problems[-1][0], f"{problems[-1][1]}; {hint}")
+        raise ConfigError.several(problems)
+
+
 _COMMANDS = {"plan": _cmd_plan, "prebuild": _cmd_prebuild, "check": _cmd_check, "info": _cmd_info}
 
 
@@ -312,7 +455,17 @@ def _run(argv) -> int:
         False  # before kernels is imported: its kernels must be JIT functions
     )
     try:
+        if args.command == "export":
+            return _cmd_export(args)
+        if args.command == "import":
+            return _cmd_import(args)
         cfg, targets, folder = _resolve(args)
+        if getattr(args, "expect_fingerprint", None):
+            from .cache import Fingerprint
+
+            check_expected_fingerprint(
+                args.expect_fingerprint, [(t, Fingerprint.current(t).parts) for t in targets]
+            )
         return _per_target(args, cfg, targets, folder)
     except Exception:
         if args.verbose:
@@ -338,6 +491,8 @@ def main(argv=None) -> int:
         _note(f"config error: {exc}")
     except CacheError as exc:
         _note(f"cache error: {exc}")
+    except BundleError as exc:
+        _note(f"bundle refused: {exc}")
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_OK

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "CacheError", "StrictModeError", "WarmupUnavailable"]
+__all__ = ["ConfigError", "CacheError", "BundleError", "StrictModeError", "WarmupUnavailable"]
 
 
 class ConfigError(ValueError):
@@ -21,6 +21,14 @@ class ConfigError(ValueError):
 
 class CacheError(OSError):
     """The cache folder cannot be used as asked (``path`` names the file or folder)."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class BundleError(ValueError):
+    """A bundle is refused: damaged, unsafe, or not for this toolchain (``path`` names it)."""
 
     def __init__(self, path: str, message: str):
         super().__init__(f"{path}: {message}")

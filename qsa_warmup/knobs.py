@@ -21,6 +21,12 @@ __all__ = [
     "LOCK_TIMEOUT_ENV",
     "JOBS_ENV",
     "STRICT_MODES",
+    "remote_url",
+    "remote_key",
+    "remote_readonly",
+    "REMOTE_ENV",
+    "REMOTE_KEY_ENV",
+    "REMOTE_READONLY_ENV",
 ]
 
 CACHE_DIR_ENV = "QSA_WARMUP_CACHE_DIR"
@@ -28,6 +34,10 @@ STRICT_ENV = "QSA_WARMUP_STRICT"
 LOCK_TIMEOUT_ENV = "QSA_WARMUP_LOCK_TIMEOUT"
 JOBS_ENV = "QSA_WARMUP_JOBS"
 STRICT_MODES = ("off", "warn", "error")
+REMOTE_ENV = "QSA_WARMUP_REMOTE"
+REMOTE_KEY_ENV = "QSA_WARMUP_REMOTE_KEY"
+REMOTE_READONLY_ENV = "QSA_WARMUP_REMOTE_READONLY"
+_TRUE = ("1", "true", "on", "yes")
 
 
 def cache_dir() -> str:
@@ -76,6 +86,24 @@ def jobs() -> int:
     return n
 
 
+def remote_url() -> str | None:
+    """The shared tier's URL (``redis://host:port/db?prefix=..&ttl=..&readonly=1``, or
+    ``unix:///path/redis.sock?...``), or None for none."""
+    return os.environ.get(REMOTE_ENV, "").strip() or None
+
+
+def remote_key() -> bytes | None:
+    """The shared key that signs what is published (HMAC-SHA256); servers holding it load only
+    what a holder of it published. None: no signatures (checksums still verified)."""
+    value = os.environ.get(REMOTE_KEY_ENV, "")
+    return value.encode() if value else None
+
+
+def remote_readonly() -> bool:
+    """Never publish to the shared tier (servers), whatever the URL says."""
+    return os.environ.get(REMOTE_READONLY_ENV, "0").strip().lower() in _TRUE
+
+
 def ld_library_path() -> str:
     """The dynamic linker's search path: part of the identity of Triton's libcuda lookup."""
     return os.environ.get("LD_LIBRARY_PATH", "")
@@ -83,4 +111,4 @@ def ld_library_path() -> str:
 
 def interpreter_requested() -> bool:
     """TRITON_INTERPRET is Triton's knob; warmup needs compiled kernels, so it must be off."""
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in _TRUE
