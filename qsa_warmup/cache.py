@@ -262,7 +262,8 @@ class BoundCache:
     """A deployment's cache: (config, target, toolchain fingerprint) bound once over its layers.
 
     ``overlay``: the folder compiles go to when ``primary`` is read-only (found with
-    :func:`overlay_folder` unless given; None with ``primary`` writable)."""
+    :func:`overlay_folder` unless given; None with ``primary`` writable). ``remote_url``: the
+    shared tier to fetch from before compiling and publish to after (``remote.py``)."""
 
     def __init__(
         self,
@@ -272,12 +273,26 @@ class BoundCache:
         *,
         overlay: CacheFolder | None = None,
         fingerprint: Fingerprint | None = None,
+        remote_url: str | None = None,
+        remote_readonly: bool = False,
     ):
         self.config = config
         self.target = target
         self.primary = primary if isinstance(primary, CacheFolder) else CacheFolder(primary)
         self.overlay = overlay
         self.fingerprint = fingerprint or Fingerprint.current(target)
+        # the shared tier (remote.RemoteTier), for the toolchain this object is bound to
+        self.remote = None
+        if remote_url:
+            from . import knobs
+            from .remote import open_remote
+
+            self.remote = open_remote(
+                remote_url,
+                self.fingerprint.digest,
+                key=knobs.remote_key(),
+                readonly=remote_readonly,
+            )
         self.blocked: set[str] = set()  # primary's Triton folders that failed their checksums
         self.built: list[str] = []  # spec ids this object recorded
         self._manifest_name = manifest_name(config, target, self.fingerprint)

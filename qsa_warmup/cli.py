@@ -80,7 +80,18 @@ def _parser() -> argparse.ArgumentParser:
         help="also run the launchers over the envelope and fail on any unplanned specialization",
     )
     check.add_argument("--seed", type=int, default=0, help="seed of the --trace sweep")
-    sub.add_parser("info", parents=[common], help="fingerprint, cache folder, entry count and size")
+    info = sub.add_parser(
+        "info", parents=[common], help="fingerprint, cache folder, entry count and size"
+    )
+    for p in (pre, check, info):
+        p.add_argument(
+            "--remote",
+            metavar="URL",
+            help="shared tier: redis://host:port/db?prefix=..&ttl=s (or unix:///path.sock)",
+        )
+        p.add_argument(
+            "--remote-readonly", action="store_true", help="fetch from the tier, never publish"
+        )
     _add_expect_fingerprint(pre)
     export = sub.add_parser(
         "export",
@@ -123,6 +134,10 @@ def _resolve(args):
         raise ConfigError("--jobs", f"must be >= 1, got {args.jobs}")
     cfg = load_config(args.config, args.preset)
     targets = _targets(args.target, cfg)
+    if getattr(args, "remote", None):
+        from .remote import RemoteSettings
+
+        RemoteSettings.parse(args.remote)  # a malformed URL is refused before any work
     folder = CacheFolder(args.cache_dir or knobs.cache_dir())
     if args.command != "plan":
         folder.check_usable()
@@ -208,7 +223,9 @@ def _cmd_prebuild(args, cfg, target, folder) -> _Outcome:
     from .cache import BoundCache
     from .engine import prebuild
 
-    cache = BoundCache(cfg, target, folder)
+    cache = BoundCache(
+        cfg, target, folder, remote_url=args.remote, remote_readonly=args.remote_readonly
+    )
     if cache.write_folder is not None:
         tc.set_triton_cache(cache.write_folder.triton_dir)
     only = set(args.only.split(",")) if args.only else None
@@ -218,11 +235,20 @@ def _cmd_prebuild(args, cfg, target, folder) -> _Outcome:
         progress=None if args.json else _progress,
         only=only,
         lock_timeout=args.lock_timeout,
+        fetch_first=only is None,  # --only: the startup hook asked the tier just before
     )
     lines = [
         f"{report.planned} planned: {report.compiled} compiled, {report.cached} cached, "
-        f"{report.failed} failed in {report.seconds:.1f} s -> {report.cache_dir} ({target})"
+        f"{report.fetched} fetched, {report.failed} failed in {report.seconds:.1f} s -> "
+        f"{report.cache_dir} ({target})"
     ]
+    if report.remote:
+        r = report.remote
+        lines.append(
+            f"  shared tier {r['url']}: {r['hits']} hits, {r['misses']} misses, "
+            f"{r['bytes_fetched']} bytes fetched, {r['published']} published"
+            + (f", {r['poisoned']} poisoned" if r["poisoned"] else "")
+        )
     lines += [f"  FAILED {r.spec_id}: {r.error}" for r in report.results if r.outcome == "failed"]
     lines += [f"  UNLOADABLE {u.spec_id}: {u.reason}" for u in report.unloadable]
     if cache.write_folder is None:
@@ -248,7 +274,10 @@ def _cmd_check(args, cfg, target, folder) -> _Outcome:
     from .planner import build_plan
 
     plan = build_plan(cfg, target)
-    statuses = check_plan(BoundCache(cfg, target, folder), plan)
+    cache = BoundCache(
+        cfg, target, folder, remote_url=args.remote, remote_readonly=args.remote_readonly
+    )
+    statuses = check_plan(cache, plan)
     failing = [s for s in statuses if not s.ok]
     out = {
         "target": target,
@@ -258,6 +287,15 @@ def _cmd_check(args, cfg, target, folder) -> _Outcome:
         "failing": [{"spec": s.spec_id, "state": s.state, "reason": s.reason} for s in failing],
     }
     lines = [f"{s['state'].upper():<11} {s['spec']}: {s['reason']}" for s in out["failing"]]
+    if cache.remote is not None:
+        out["remote"] = _remote_check(cache, plan)
+        held = set(out["remote"]["held"])
+        failing = [s for s in failing if s.spec_id not in held]
+        lines.append(
+            f"shared tier {out['remote']['url']}: {len(held)}/{len(plan.specs)} specs held "
+            "and verified"
+            + "".join(f"\n  {m['spec']}: {m['reason']}" for m in out["remote"]["missing"])
+        )
     trace_failed = False
     if args.trace:
         out["trace"] = _trace(cfg, plan, statuses, args.seed)
@@ -273,6 +311,24 @@ def _cmd_check(args, cfg, target, folder) -> _Outcome:
         )
     lines.append(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
     return _Outcome(EXIT_CHECK_FAILED if failing or trace_failed else EXIT_OK, out, lines)
+
+
+def _remote_check(cache, plan) -> dict:
+    """What the shared tier holds of the plan, verified byte for byte; raises (exit 2) when
+    the tier cannot be reached or this key is not the fleet's."""
+    remote = cache.remote
+    remote.ping()
+    problem = remote.key_problem()
+    if problem:
+        raise ConfigError(knobs.REMOTE_KEY_ENV, problem)
+    states = remote.held(plan.specs)
+    return {
+        "url": remote.settings.display,
+        "held": sorted(sid for sid, state in states.items() if state == "ok"),
+        "missing": [
+            {"spec": sid, "reason": state} for sid, state in states.items() if state != "ok"
+        ],
+    }
 
 
 def _trace(cfg, plan, statuses, seed: int) -> dict:
@@ -305,6 +361,14 @@ def _cmd_info(args, cfg, target, folder) -> _Outcome:
         "writable": folder.writable(),
         **folder.stats(),
     }
+    if args.remote:
+        from .remote import open_remote
+
+        remote = open_remote(
+            args.remote, fp.digest, key=knobs.remote_key(), readonly=args.remote_readonly
+        )
+        remote.ping()
+        info["remote"] = {"url": remote.settings.display, **remote.summary()}
     return _Outcome(EXIT_OK, info, [f"{k:>18}: {v}" for k, v in info.items()])
 
 
@@ -493,6 +557,8 @@ def main(argv=None) -> int:
         _note(f"cache error: {exc}")
     except BundleError as exc:
         _note(f"bundle refused: {exc}")
+    except ConnectionError as exc:  # remote.RemoteUnavailable: a tier that must answer did not
+        _note(f"shared tier error: {exc}")
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_OK

@@ -10,10 +10,12 @@ under the target's driver, so the keys are the GPU server's.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import functools
 import json
 import logging
 import multiprocessing
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -23,7 +25,7 @@ from . import triton_compat as tc
 from ._fs import held_lock
 from .cache import BoundCache, CacheFolder, Lookup
 from .config import DeploymentConfig
-from .errors import CacheError
+from .errors import CacheError, ConfigError
 from .planner import Plan, PlannedSpec, build_plan, kernel_functions, settle_kernel_hashes
 
 __all__ = ["BuildReport", "SpecResult", "prebuild", "build_spec", "check_plan"]
@@ -34,9 +36,11 @@ log = logging.getLogger(__name__)
 @dataclass
 class SpecResult:
     spec_id: str
-    outcome: str  # compiled | cached | failed
+    outcome: str  # compiled | cached | fetched (from the shared tier) | failed
     seconds: float = 0.0
     error: str = ""
+    remote: dict = field(default_factory=dict)  # the shared tier's counters for this spec
+    remote_problems: list = field(default_factory=list)  # what the tier did wrong meanwhile
 
 
 @dataclass
@@ -44,6 +48,7 @@ class BuildReport:
     planned: int
     compiled: int
     cached: int
+    fetched: int
     failed: int
     seconds: float
     cache_dir: str
@@ -51,6 +56,7 @@ class BuildReport:
     fingerprint: dict
     unloadable: list = field(default_factory=list)
     results: list = field(default_factory=list)
+    remote: dict | None = None  # url, counters and problems of the shared tier
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
@@ -59,27 +65,59 @@ class BuildReport:
         return d
 
 
-def build_spec(cache: BoundCache, spec: PlannedSpec, lock_timeout: float) -> SpecResult:
-    """Make ``spec``'s entry valid in the cache's write folder; compile only if no process has."""
+def build_spec(
+    cache: BoundCache, spec: PlannedSpec, lock_timeout: float, *, fetch: bool = True
+) -> SpecResult:
+    """Make ``spec``'s entry valid in the cache's write folder: look it up, take its file lock,
+    look again, fetch it from the shared tier (``fetch=False``: the caller just asked it),
+    and compile only if no process (on this host or, through the tier's lock, on another) has
+    built it."""
     start = time.perf_counter()
-    folder = cache.write_folder
+    remote = cache.remote
+    before = dataclasses.asdict(remote.stats) if remote else {}
+    said = len(remote.problems) if remote else 0
+
+    def result(outcome: str) -> SpecResult:
+        delta, problems = {}, []
+        if remote:
+            after = dataclasses.asdict(remote.stats)
+            delta = {k: v - before[k] for k, v in after.items() if v != before[k]}
+            problems = remote.problems[said:]
+        return SpecResult(spec.id, outcome, time.perf_counter() - start, "", delta, problems)
+
     if cache.lookup(spec).ok:
-        return SpecResult(spec.id, "cached", time.perf_counter() - start)
-    with held_lock(folder.lock_path(spec.key_digest), lock_timeout):
+        return result("cached")
+    with held_lock(cache.write_folder.lock_path(spec.key_digest), lock_timeout):
         found = cache.lookup(spec)
         if found.ok:
-            return SpecResult(spec.id, "cached", time.perf_counter() - start)
+            return result("cached")
         if found.state == "corrupt" and found.entry:
             log.warning("%s: %s; rebuilding", spec.id, found.reason)
-            cache.purge(found, folder)
-        # No verified entry: Triton's own files for this kernel (if any) are unverified, so
-        # compile afresh rather than take them; the entry then records what was just built.
-        with tc.forced_compile():
-            # the entry's hash must be the plan's, whatever compiled first here
-            settle_kernel_hashes()
-            compiled = spec.launch.warmup()
-        cache.record(spec, compiled)
-        return SpecResult(spec.id, "compiled", time.perf_counter() - start)
+            cache.purge(found, cache.write_folder)
+        if remote is None:
+            _compile(cache, spec)
+            return result("compiled")
+        if fetch and remote.fetch(cache, [spec]) and cache.lookup(spec).ok:
+            return result("fetched")
+        with remote.compile_turn(cache, spec, lock_timeout) as fetched:
+            if fetched and cache.lookup(spec).ok:
+                return result("fetched")
+            remote.missed()
+            entry = _compile(cache, spec)
+            remote.publish(
+                spec, entry, os.path.join(cache.write_folder.triton_dir, entry["folder"])
+            )
+        return result("compiled")
+
+
+def _compile(cache: BoundCache, spec: PlannedSpec) -> dict:
+    # No verified entry: Triton's own files for this kernel (if any) are unverified, so
+    # compile afresh rather than take them; the entry then records what was just built.
+    with tc.forced_compile():
+        # the entry's hash must be the plan's, whatever compiled first here
+        settle_kernel_hashes()
+        compiled = spec.launch.warmup()
+    return cache.record(spec, compiled)
 
 
 # -- worker processes -----------------------------------------------------------------------
@@ -89,11 +127,13 @@ _inherited: dict[tuple[str, str], Plan] = {}
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_cache(cfg_json: str, target: str, root: str) -> tuple[BoundCache, dict]:
+def _worker_cache(
+    cfg_json: str, target: str, root: str, remote_url: str | None
+) -> tuple[BoundCache, dict]:
     plan = _inherited.get((cfg_json, target))
     cfg = plan.config if plan else DeploymentConfig.from_dict(json.loads(cfg_json))
     plan = plan or build_plan(cfg, target)
-    return BoundCache(cfg, target, CacheFolder(root)), plan.by_id()
+    return BoundCache(cfg, target, CacheFolder(root), remote_url=remote_url), plan.by_id()
 
 
 def _worker_init(root: str, target: str) -> None:
@@ -107,11 +147,19 @@ def _worker_init(root: str, target: str) -> None:
 
 
 def _worker_build(
-    cfg_json: str, target: str, root: str, spec_id: str, lock_timeout: float
+    cfg_json: str,
+    target: str,
+    root: str,
+    remote_url,
+    spec_id: str,
+    lock_timeout: float,
+    known_bad: dict,
 ) -> SpecResult:
     try:
-        cache, by_id = _worker_cache(cfg_json, target, root)
-        return build_spec(cache, by_id[spec_id], lock_timeout)
+        cache, by_id = _worker_cache(cfg_json, target, root, remote_url)
+        if cache.remote is not None:
+            cache.remote.bad.update(known_bad)  # found bad by the parent: counted there
+        return build_spec(cache, by_id[spec_id], lock_timeout, fetch=False)
     except Exception as exc:  # reported per spec; the build goes on
         log.exception("building %s failed", spec_id)
         return SpecResult(spec_id, "failed", error=f"{type(exc).__name__}: {exc}")
@@ -146,11 +194,23 @@ def _run_pool(
         plan  # fork copies it (and triton_key(), computed already)
     )
     root = cache.write_folder.root
+    # a tier this process found down is not tried again by each worker
+    remote = cache.remote if cache.remote and cache.remote.available else None
+    remote_url = remote.settings.as_url() if remote else None
     with cf.ProcessPoolExecutor(
         jobs, mp_context=_pool_context(), initializer=_worker_init, initargs=(root, cache.target)
     ) as pool:
         futures = [
-            pool.submit(_worker_build, cfg_json, cache.target, root, sid, lock_timeout)
+            pool.submit(
+                _worker_build,
+                cfg_json,
+                cache.target,
+                root,
+                remote_url,
+                sid,
+                lock_timeout,
+                remote.bad if remote else {},
+            )
             for sid in todo
         ]
         try:
@@ -169,14 +229,21 @@ def prebuild(
     progress: Callable[[SpecResult, int, int], None] | None = None,
     lock_timeout: float | None = None,
     only: set[str] | None = None,
+    fetch_first: bool = True,
 ) -> BuildReport:
     """Build every planned spec into ``cache`` (its write folder); returns what was done.
 
     ``lock_timeout``: seconds to wait for another process's compile of a spec (default
     $QSA_WARMUP_LOCK_TIMEOUT), after which this process compiles it itself. ``only``: build
     just these spec ids (the others count as cached: a serving process checked them already).
+    ``fetch_first``: ask the shared tier for what is missing before building (False: the
+    caller just did).
     Raises CacheError when something needs building and no layer is writable."""
     start = time.perf_counter()
+    if cache.remote is not None:
+        problem = cache.remote.key_problem()
+        if problem:
+            raise ConfigError(knobs.REMOTE_KEY_ENV, problem)
     plan = plan or cache.plan(
         offline=True
     )  # memoized: a server starting on this cache skips planning
@@ -194,6 +261,8 @@ def prebuild(
             done(SpecResult(spec.id, "cached"))
         else:
             todo.append(spec.id)
+    if todo and fetch_first and cache.remote is not None and cache.write_folder is not None:
+        todo = _fetch_first(cache, plan, todo, done)
     if todo and cache.write_folder is None:
         raise CacheError(
             cache.primary.root,
@@ -219,6 +288,7 @@ def prebuild(
         planned=len(plan.specs),
         compiled=count("compiled"),
         cached=count("cached"),
+        fetched=count("fetched"),
         failed=count("failed"),
         seconds=time.perf_counter() - start,
         cache_dir=cache.primary.root,
@@ -226,7 +296,40 @@ def prebuild(
         fingerprint=cache.fingerprint.parts,
         unloadable=unloadable,
         results=results,
+        remote=_remote_summary(cache.remote, results),
     )
+
+
+def _fetch_first(cache: BoundCache, plan: Plan, todo: list[str], done) -> list[str]:
+    """Fetch what the shared tier holds of ``todo`` in this process (two round trips); the
+    spec ids still to build."""
+    by_id = plan.by_id()
+    start = time.perf_counter()
+    with held_lock(cache.write_folder.lock_path("remote-fetch"), 60):
+        fetched = {s.id for s in cache.remote.fetch(cache, [by_id[sid] for sid in todo])}
+    for sid in todo:
+        if sid in fetched and cache.lookup(by_id[sid]).ok:
+            done(SpecResult(sid, "fetched", time.perf_counter() - start))
+    return [sid for sid in todo if sid not in fetched]
+
+
+def _remote_summary(remote, results: list[SpecResult]) -> dict | None:
+    """The tier's counters of this build: this process's and its workers'."""
+    if remote is None:
+        return None
+    from .remote import RemoteStats
+
+    stats = RemoteStats(**dataclasses.asdict(remote.stats))
+    problems = list(remote.problems)
+    for r in results:
+        stats.add(r.remote)
+        problems += [p for p in r.remote_problems if p not in problems]
+    return {
+        "url": remote.settings.display,
+        "readonly": remote.settings.readonly,
+        **dataclasses.asdict(stats),
+        "problems": problems,
+    }
 
 
 def check_plan(cache: BoundCache, plan: Plan | None = None) -> list[Lookup]:

@@ -5,23 +5,28 @@ in-memory caches, compiling only what is truly missing, and an optional strict n
 
 1. ``open_layers``: the cache folder, an overlay where it is read-only, the toolchain memo;
 2. ``resolve_target``: the local GPU's target, or the named one to build for offline;
-   then the cache is bound (:class:`BoundCache`) and the plan read from its memo;
+   then ``bind``: the cache bound (:class:`BoundCache`, with the shared tier if one is
+   named), and the plan read from its memo;
 3. ``verify``: every spec looked up; an entry whose checksums fail is never loaded;
-4. ``rebuild``: what is missing, damaged or stale, compiled over a process pool (once across
-   the processes starting together);
-5. ``load``: every spec into Triton's in-memory cache, from the verified bytes;
-6. ``prepare_gpu``: C launchers built at once, binaries put on the GPU;
-7. ``register_strict``: the plan joins the process's strict-mode union.
+4. ``fetch_remote``: what the shared tier holds of the rest, fetched, verified, kept locally;
+5. ``rebuild``: what is still missing, damaged or stale, compiled over a process pool (once
+   across the processes, and through the tier's locks the hosts, starting together);
+6. ``load``: every spec into Triton's in-memory cache, from the verified bytes;
+7. ``prepare_gpu``: C launchers built at once, binaries put on the GPU;
+8. ``register_strict``: the plan joins the process's strict-mode union.
 
 Fault handling: a read-only cache is read, and anything missing compiles into the user's
 overlay (or a memory-backed folder) with a warning; a write that fails (ENOSPC) keeps the
 kernel in memory; a toolchain change is reported part by part and rebuilt; a held lock times
-out with a warning naming the file. Loss of the cache never stops a server. ``warmup()`` may
-be called any number of times in one process, for any mix of configs, folders and devices.
+out with a warning naming the file; a shared tier that is down, slow or serves wrong bytes is
+warned about and compiled around. Loss of the cache or the tier never stops a server.
+``warmup()`` may be called any number of times in one process, for any mix of configs,
+folders and devices.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -49,7 +54,9 @@ __all__ = [
     "open_layers",
     "install_triton_cache",
     "resolve_target",
+    "bind",
     "verify",
+    "fetch_remote",
     "rebuild",
     "load",
     "prepare_gpu",
@@ -75,19 +82,24 @@ class WarmupReport:
     rebuilt: list = field(default_factory=list)  # (spec id, reason) rebuilt instead of loaded
     warnings: list = field(default_factory=list)
     repeat: bool = False
+    fetched: int = 0  # specs fetched from the shared tier (then loaded)
+    remote: dict | None = None  # the shared tier's url and counters (hits, misses, bytes)
 
     def summary(self) -> str:
         where = "" if self.device is None else f" (cuda:{self.device})"
         return (
             f"qsa-warmup: {self.planned} specs ready on {self.target}{where}: "
             f"{self.loaded} loaded, "
-            f"{self.compiled} compiled in {self.seconds * 1e3:.0f} ms from {self.cache_dir}; "
+            f"{self.compiled} compiled"
+            + (f", {self.fetched} fetched from the shared tier" if self.remote else "")
+            + f" in {self.seconds * 1e3:.0f} ms from {self.cache_dir}; "
             f"strict={self.strict}" + (f"; {len(self.warnings)} warnings" if self.warnings else "")
         )
 
 
 class _Warnings(list):
-    """Warnings of one warmup: logged as they come, and kept for the report."""
+    """Warnings of one warmup: logged as they come, and kept for the report (``extend``: kept
+    only, for those logged where they arose)."""
 
     def __call__(self, message: str) -> None:
         self.append(message)
@@ -163,6 +175,52 @@ def resolve_target(cfg: DeploymentConfig, target: str | None, device: int | None
     return gpu, name, device
 
 
+def bind(cfg, target, primary, overlay, remote_url: str | None, warn) -> BoundCache:
+    """The bound cache, with the shared tier when ``remote_url`` names a usable one (a malformed
+    URL or a missing client is warned about: the tier is an accelerator, never a need)."""
+    from .remote import RemoteSettings
+
+    try:
+        if remote_url:
+            RemoteSettings.parse(remote_url, field=knobs.REMOTE_ENV)
+        return BoundCache(
+            cfg,
+            target,
+            primary,
+            overlay=overlay,
+            remote_url=remote_url,
+            remote_readonly=knobs.remote_readonly(),
+        )
+    except ConfigError as exc:
+        warn(f"shared tier not used: {exc}")
+        return BoundCache(cfg, target, primary, overlay=overlay)
+
+
+def fetch_remote(cache: BoundCache, todo: list, found: dict, warn) -> list:
+    """Fetch what the shared tier holds of ``todo`` ((spec, lookup) pairs) into the cache,
+    verified; the pairs still to build."""
+    remote = cache.remote
+    if remote is None or not todo or cache.write_folder is None:
+        return todo
+    problem = remote.key_problem()
+    if problem:
+        warn(f"shared tier not used: {problem}")
+        cache.remote = None
+        return todo
+    fetched = {spec.id for spec in remote.fetch(cache, [spec for spec, _ in todo])}
+    warn.extend(f"shared tier {remote.settings.display}: {m}" for m in remote.problems)
+    left = []
+    for spec, result in todo:
+        again = cache.lookup(spec) if spec.id in fetched else result
+        if again.ok:
+            found[spec.id] = again
+        else:
+            left.append((spec, result))
+    if fetched:
+        cache.write_manifest([s for s in found])
+    return left
+
+
 def install_triton_cache(cache: BoundCache, warn) -> None:
     """Triton's file cache for this process: reads from the cache's layers (failed folders
     blocked), writes to the first that takes them, else to a memory-backed folder."""
@@ -211,8 +269,8 @@ def verify(cache: BoundCache, plan: Plan, warn) -> tuple[dict[str, Lookup], list
     return found, todo
 
 
-def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> tuple[int, int]:
-    """``qsa-warmup prebuild --only ...`` in a fresh process; (compiled, failed). A pool forked
+def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> dict:
+    """``qsa-warmup prebuild --only ...`` in a fresh process; its JSON report. A pool forked
     from a CUDA process is unsafe, and spawn re-runs the server's ``__main__``."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(cache.config.to_dict(), f)
@@ -236,11 +294,12 @@ def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> tupl
             cmd += ["--jobs", str(jobs)]
         if timeout is not None:
             cmd += ["--lock-timeout", str(timeout)]
+        if cache.remote is not None:
+            cmd += ["--remote", cache.remote.settings.as_url()]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if not proc.stdout.strip():
             raise OSError(f"prebuild child exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-        report = json.loads(proc.stdout)
-        return report["compiled"], report["failed"]
+        return json.loads(proc.stdout)
     finally:
         os.unlink(f.name)
 
@@ -263,11 +322,17 @@ def rebuild(
     only = {spec.id for spec, _ in todo}
     compiled = 0
     try:
-        if _cuda_initialized():
-            compiled, failed = _prebuild_in_child(cache, only, jobs, timeout)
+        child = _cuda_initialized()
+        if child:
+            report = _prebuild_in_child(cache, only, jobs, timeout)
         else:
-            report = prebuild(cache, plan=plan, jobs=jobs, lock_timeout=timeout, only=only)
-            compiled, failed = report.compiled, report.failed
+            report = prebuild(
+                cache, plan=plan, jobs=jobs, lock_timeout=timeout, only=only, fetch_first=False
+            )
+            report = {**report.__dict__, "results": [r.__dict__ for r in report.results]}
+        compiled, failed = report["compiled"], report["failed"]
+        if cache.remote is not None:
+            _merge_remote(cache, report, child=child)
         if failed:
             warn(f"{failed} specs failed to build in the pool; compiling them in-process")
     except OSError as exc:
@@ -277,6 +342,34 @@ def rebuild(
         if result.ok:
             found[spec.id] = result
     return compiled
+
+
+def _remote_report(cache: BoundCache) -> dict | None:
+    remote = cache.remote
+    if remote is None:
+        return None
+    return {
+        "url": remote.settings.display,
+        "readonly": remote.settings.readonly,
+        **dataclasses.asdict(remote.stats),
+    }
+
+
+def _merge_remote(cache: BoundCache, report: dict, *, child: bool) -> None:
+    """Add the build's shared-tier counters to this process's: a child's in full; an
+    in-process build's workers' (this process's own are counted already)."""
+    from .remote import RemoteStats
+
+    remote, theirs = cache.remote, report.get("remote") or {}
+    if child:
+        fields = set(dataclasses.asdict(RemoteStats()))
+        remote.stats.add({k: v for k, v in theirs.items() if k in fields})
+    else:
+        for result in report["results"]:
+            remote.stats.add(result["remote"])
+    for message in theirs.get("problems", []):
+        if message not in remote.problems:
+            remote.problems.append(message)
 
 
 def load(plan: Plan, found: dict, offline_target, device, warn) -> tuple[list, int, int]:
@@ -379,6 +472,7 @@ def warmup(
     strict: str | None = None,
     timeout: float | None = None,
     target: str | None = None,
+    remote: str | None = None,
 ) -> WarmupReport:
     """Make every planned spec of ``config`` ready in this process; compile only what is missing.
 
@@ -386,7 +480,8 @@ def warmup(
     ``device``: CUDA device index (default: current); with no GPU, or with ``target`` given,
     kernels are built and loaded for that target offline (CI, tests). ``strict``: off | warn |
     error after warmup (default: $QSA_WARMUP_STRICT). ``timeout``: seconds to wait for another
-    process's compile of a spec before compiling it here. Safe to call again (a repeat is
+    process's compile of a spec before compiling it here. ``remote``: the shared tier's URL
+    (default: $QSA_WARMUP_REMOTE; "" for none). Safe to call again (a repeat is
     nearly free), for other configs, folders and devices, and from several processes at once.
     """
     start = time.perf_counter()
@@ -409,10 +504,12 @@ def warmup(
     with strict_mode.warming():
         primary, overlay = open_layers(root, warn)
         gpu, target, device = resolve_target(cfg, target, device)
-        cache = BoundCache(cfg, target, primary, overlay=overlay)
+        remote_url = knobs.remote_url() if remote is None else remote
+        cache = bind(cfg, target, primary, overlay, remote_url, warn)
         install_triton_cache(cache, warn)
         plan = cache.plan(offline=gpu is None)
         found, todo = verify(cache, plan, warn)
+        todo = fetch_remote(cache, todo, found, warn)
         by_pool = rebuild(cache, plan, todo, found, jobs=jobs, timeout=timeout, warn=warn)
         offline_target = None if gpu is not None else tc.parse_target(target)
         ready, loaded, compiled = load(plan, found, offline_target, device, warn)
@@ -433,6 +530,8 @@ def warmup(
         strict=strict,
         rebuilt=[(spec.id, _describe(result)) for spec, result in todo],
         warnings=list(warn),
+        fetched=cache.remote.stats.hits if cache.remote else 0,
+        remote=_remote_report(cache),
     )
     with _lock:
         _warmed[(cfg.geometry_hash(), target, device, primary.root)] = report
