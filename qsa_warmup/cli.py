@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from . import knobs
-from .errors import BundleError, CacheError, ConfigError
+from .errors import BundleError, CacheError, ConfigError, RemoteUnavailable
 
 __all__ = ["main"]
 
@@ -384,7 +384,7 @@ def _cmd_export(args) -> int:
     targets = _targets(args.target, cfg) if args.target else None
     names = select_manifests(folder, cfg, targets)
     if args.expect_fingerprint:
-        check_expected_fingerprint(args.expect_fingerprint, manifest_fingerprints(folder, names))
+        _check_expected_fingerprint(args.expect_fingerprint, manifest_fingerprints(folder, names))
     report = export_bundle(
         folder, names, args.out, key=knobs.remote_key(), compression=args.compression
     )
@@ -454,7 +454,7 @@ def _expected_fingerprints(path: str) -> dict[str, dict]:
     return found
 
 
-def check_expected_fingerprint(path: str, fingerprints: list[tuple[str, dict]]) -> None:
+def _check_expected_fingerprint(path: str, fingerprints: list[tuple[str, dict]]) -> None:
     """ConfigError naming each part where this builder's toolchain (``fingerprints``: (target,
     parts) pairs) differs from the server's: everything for a target the server runs, the
     target-independent parts (python, triton, env) for the others."""
@@ -527,7 +527,7 @@ def _run(argv) -> int:
         if getattr(args, "expect_fingerprint", None):
             from .cache import Fingerprint
 
-            check_expected_fingerprint(
+            _check_expected_fingerprint(
                 args.expect_fingerprint, [(t, Fingerprint.current(t).parts) for t in targets]
             )
         return _per_target(args, cfg, targets, folder)
@@ -557,7 +557,7 @@ def main(argv=None) -> int:
         _note(f"cache error: {exc}")
     except BundleError as exc:
         _note(f"bundle refused: {exc}")
-    except ConnectionError as exc:  # remote.RemoteUnavailable: a tier that must answer did not
+    except RemoteUnavailable as exc:
         _note(f"shared tier error: {exc}")
     except BrokenPipeError:
         _quiet_stdout()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "CacheError", "BundleError", "StrictModeError", "WarmupUnavailable"]
+__all__ = [
+    "ConfigError",
+    "CacheError",
+    "BundleError",
+    "RemoteUnavailable",
+    "StrictModeError",
+    "WarmupUnavailable",
+]
 
 
 class ConfigError(ValueError):
@@ -33,6 +40,15 @@ class BundleError(ValueError):
     def __init__(self, path: str, message: str):
         super().__init__(f"{path}: {message}")
         self.path = path
+
+
+class RemoteUnavailable(ConnectionError):
+    """The shared tier cannot be reached or answered wrongly where an answer is required
+    (``url`` names it, without its password)."""
+
+    def __init__(self, url: str, message: str):
+        super().__init__(f"{url}: {message}")
+        self.url = url
 
 
 class StrictModeError(RuntimeError):

@@ -41,12 +41,16 @@ _TRUE = ("1", "true", "on", "yes")
 
 
 def cache_dir() -> str:
-    """``$QSA_WARMUP_CACHE_DIR``, else the per-user cache folder (platformdirs)."""
+    """``$QSA_WARMUP_CACHE_DIR``, else the per-user cache folder (platformdirs, else
+    ``$XDG_CACHE_HOME`` or ``~/.cache``)."""
     value = os.environ.get(CACHE_DIR_ENV)
     if value:
         return os.path.abspath(os.path.expanduser(value))
-    import platformdirs
-
+    try:
+        import platformdirs
+    except ImportError:  # a server image without it: the XDG default platformdirs would give
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(base, "qsa-warmup")
     return platformdirs.user_cache_dir("qsa-warmup")
 
 

@@ -38,9 +38,9 @@ import uuid
 from typing import Iterator
 
 from ._fs import atomic_write, atomic_write_json, sha256_bytes
-from .errors import ConfigError
+from .errors import ConfigError, RemoteUnavailable
 
-__all__ = ["RemoteSettings", "RemoteTier", "RemoteStats", "RemoteUnavailable", "open_remote"]
+__all__ = ["RemoteSettings", "RemoteTier", "RemoteStats", "open_remote"]
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +50,6 @@ _OWN_PARAMS = ("prefix", "ttl", "readonly", "timeout", "lock_ttl", "budget")
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_.\-]+\.(cubin|json|source)$")
 _SAFE_FOLDER = re.compile(r"^[A-Z2-7]+=*$")  # Triton's base32 compile-hash folders
 _KEYCHECK = b"qsa-warmup shared tier key check"
-
-
-class RemoteUnavailable(ConnectionError):
-    """The tier cannot be reached or answered wrongly (``url`` names it, password hidden)."""
-
-    def __init__(self, url: str, message: str):
-        super().__init__(f"{url}: {message}")
-        self.url = url
 
 
 @dataclasses.dataclass(frozen=True)

@@ -170,7 +170,7 @@ def test_trace_passes_and_catches_an_unplanned_spec(built):
         f"""
         import sys
         import qsa_warmup.planner as planner
-        planner._expand_points = lambda cfg: iter(())
+        planner._expand_points = lambda cfg, arch: iter(())
         from qsa_warmup.cli import main
         sys.exit(main(["check", "--preset", "tiny", "--cache-dir", {root!r}, "--trace"]))
     """,

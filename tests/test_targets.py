@@ -52,3 +52,32 @@ def test_oldest_and_newest_targets_compile_offline():
     """)
     )
     assert out == {"80": "sm_80", "121": "sm_121"}
+
+
+@pytest.mark.slow
+def test_several_targets_in_one_cache_each_planned_built_and_traced_as_itself(tmp_path):
+    from _subproc import cli_json
+
+    root = tmp_path / "c"
+    both = ["--preset", "tiny", "--target", "sm_90,sm_120", "--cache-dir", root]
+    report = cli_json("prebuild", *both)
+    assert [t["target"] for t in report["targets"]] == ["sm_90", "sm_120"]
+    prefill = {
+        t["target"]: [r["spec_id"] for r in t["results"] if r["spec_id"].startswith("prefill")]
+        for t in report["targets"]
+    }
+    # sm_120 has 99 KB of shared memory a block: its prefill tiles are smaller
+    assert prefill["sm_90"] != prefill["sm_120"]
+    assert all(t["unloadable"] == [] and t["failed"] == 0 for t in report["targets"])
+    out = cli_json("check", *both, "--trace")
+    for t in out["targets"]:
+        assert t["ok"] == t["planned"] == 5
+        assert t["trace"]["unplanned"] == [] and t["trace"]["uncached"] == []
+    every = cli_json("plan", "--preset", "tiny", "--target", "all")["targets"]
+    assert [t["target"] for t in every] == [f"sm_{a}" for a in tc_archs()]
+
+
+def tc_archs():
+    from qsa_warmup import triton_compat as tc
+
+    return tc.compilable_archs()

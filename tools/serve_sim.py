@@ -5,7 +5,9 @@ startup hook, then run the launchers over a randomized sweep of the envelope wit
     python tools/serve_sim.py --procs 4 --cache-dir DIR [--preset default] --json out.json
 
 Each rank prints one JSON line: the hook's report, compiles seen after warmup (Triton's
-compilation listener), launcher calls, and spot-check failures.
+compilation listener), launcher calls, and spot-check failures. ``--cache-per-rank`` gives
+each rank a folder of its own (``DIR/rank<N>``: separate hosts of a fleet, sharing only the
+tier that ``QSA_WARMUP_REMOTE`` names, if any).
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ def rank_main(args):
     from qsa_warmup.trace import Inputs, sweep_envelope
 
     start = time.perf_counter()
-    report = qsa_warmup.warmup(args.preset, cache_dir=args.cache_dir, strict="error")
+    cache_dir = args.cache_dir
+    if args.cache_per_rank:
+        cache_dir = os.path.join(cache_dir, f"rank{args.rank}")
+    report = qsa_warmup.warmup(args.preset, cache_dir=cache_dir, strict="error")
     hook_s = time.perf_counter() - start
     after = {"compiles": 0, "cache_file_loads": 0}
     knobs.compilation.listener = lambda **kw: after.__setitem__(
@@ -108,6 +113,8 @@ def rank_main(args):
                 "hook_s": hook_s,
                 "loaded": report.loaded,
                 "compiled_in_hook": report.compiled,
+                "fetched_in_hook": report.fetched,
+                "remote": report.remote,
                 "rebuilt": report.rebuilt,
                 "warnings": report.warnings,
                 "calls": calls["n"],
@@ -132,6 +139,7 @@ def main():
     ap.add_argument("--label", default="run")
     ap.add_argument("--json")
     ap.add_argument("--rank", type=int)
+    ap.add_argument("--cache-per-rank", action="store_true", help="one cache folder per rank")
     args = ap.parse_args()
     if args.rank is not None:
         return rank_main(args)
@@ -150,7 +158,8 @@ def main():
                 args.cache_dir,
                 "--check-rate",
                 str(args.check_rate),
-            ],
+            ]
+            + (["--cache-per-rank"] if args.cache_per_rank else []),
             stdout=subprocess.PIPE,
             env=env,
             text=True,
@@ -163,6 +172,7 @@ def main():
         "procs": args.procs,
         "wall_s": time.perf_counter() - start,
         "compiled_in_hooks": sum(r["compiled_in_hook"] for r in ranks),
+        "fetched_in_hooks": sum(r["fetched_in_hook"] for r in ranks),
         "compiles_after_warmup": sum(r["compiles_after_warmup"] for r in ranks),
         "cache_file_loads_after_warmup": sum(r["cache_file_loads_after_warmup"] for r in ranks),
         "wrong": sum(r["wrong"] for r in ranks),
@@ -175,7 +185,8 @@ def main():
     print(
         f"{args.label}: {args.procs} ranks, hook <= {summary['max_hook_s']:.2f} s, compiled in "
         f"hooks "
-        f"{summary['compiled_in_hooks']}, compiles after warmup "
+        f"{summary['compiled_in_hooks']}, fetched {summary['fetched_in_hooks']}, "
+        f"compiles after warmup "
         f"{summary['compiles_after_warmup']}, cache-file "
         f"loads after warmup {summary['cache_file_loads_after_warmup']}, {summary['calls']} "
         f"launcher calls, "
