@@ -36,6 +36,7 @@ import tempfile
 import time
 from typing import BinaryIO, Iterator
 
+from . import triton_compat as tc
 from ._fs import atomic_write_json, read_json, sha256_bytes
 from .cache import CacheFolder, Fingerprint, checked_files, manifest_name
 from .config import DeploymentConfig
@@ -59,6 +60,7 @@ INDEX = "bundle.json"
 _ZSTD_MAGIC, _GZIP_MAGIC = b"\x28\xb5\x2f\xfd", b"\x1f\x8b"
 _MANIFEST_DIR = re.compile(r"^[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_PLAN_MEMO = re.compile(r"^[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}-[0-9a-f]{16}-[0-9a-f]{8}\.json$")
 _MAX_INDEX_BYTES = 64 << 20
 
 
@@ -153,6 +155,16 @@ def _deployment_files(folder: CacheFolder, name: str) -> Iterator[tuple[str, str
             yield f"{base}/{file_name}", os.path.join(entry_dir, file_name)
         for grp in sorted(n for n in os.listdir(entry_dir) if n.startswith("__grp__")):
             yield f"{base}/{grp}", os.path.join(entry_dir, grp)
+    # the plan memos of this manifest: a receiving host starts without planning
+    try:
+        memos = sorted(n for n in os.listdir(folder.plans_dir) if n.startswith(f"{name}-"))
+    except OSError:
+        memos = []
+    for memo in memos:
+        if _PLAN_MEMO.match(memo) and isinstance(
+            read_json(os.path.join(folder.plans_dir, memo)), list
+        ):
+            yield f"plans/{memo}", os.path.join(folder.plans_dir, memo)
 
 
 def _digest(files: dict[str, str]) -> str:
@@ -286,7 +298,8 @@ def _member_path(path: str, member: tarfile.TarInfo) -> str:
         raise BundleError(path, f"member {name!r} has characters a cache never uses; refused")
     in_manifest = len(parts) >= 3 and parts[0] == "qsa" and _MANIFEST_DIR.match(parts[1])
     shape_ok = (
-        (len(parts) == 3 and parts[0] == "triton")
+        (len(parts) == 2 and parts[0] == "plans" and _PLAN_MEMO.match(parts[1]))
+        or (len(parts) == 3 and parts[0] == "triton")
         or (in_manifest and len(parts) == 3 and parts[2] == "manifest.json")
         or (
             in_manifest and len(parts) == 4 and parts[2] == "entries" and parts[3].endswith(".json")
@@ -376,9 +389,14 @@ def _check_deployments(path: str, index: dict, staging: str, force: bool) -> lis
             raise BundleError(path, f"{target}: manifest does not match {INDEX}")
         for spec_id in manifest.get("specs", []):
             _check_entry(path, staging, files, name, spec_id)
-        if not force:
-            _require_same_toolchain(path, target, fingerprint)
+        _require_same_toolchain(path, target, fingerprint, force)
         checked.append({"manifest": name, "target": target, "specs": len(manifest["specs"])})
+    names = {d["manifest"] for d in checked}
+    for member in (m for m in files if m.startswith("plans/")):
+        memo = read_json(os.path.join(staging, *member.split("/")))
+        owner = member.split("/")[1].rsplit("-", 2)[0]
+        if owner not in names or not isinstance(memo, list):
+            raise BundleError(path, f"{member} is not a plan of a deployment it carries")
     return checked
 
 
@@ -395,13 +413,18 @@ def _check_entry(path: str, staging: str, files: dict, name: str, spec_id: str) 
             raise BundleError(path, f"{member}: {file_name} is not carried with its checksum")
 
 
-def _require_same_toolchain(path: str, target: str, fingerprint: Fingerprint) -> None:
+def _require_same_toolchain(path: str, target: str, fingerprint: Fingerprint, force: bool):
+    """BundleError naming each part where the bundle's toolchain differs from this one's
+    (unless ``force``). Computing this one's also leaves the toolchain memo in the receiving
+    folder, so the first start after an import does not hash Triton's library."""
     try:
         here = Fingerprint.current(target)
     except ValueError as exc:
+        if force:
+            return
         raise BundleError(path, f"{target}: {exc}; or import with --force") from None
     differences = fingerprint.differences(here)
-    if differences:
+    if differences and not force:
         raise BundleError(
             path,
             f"{target} was built by another toolchain ({'; '.join(differences)}, bundle vs "
@@ -418,7 +441,8 @@ def _install(staging: str, folder: CacheFolder, index: dict) -> tuple[int, int]:
     triton = [m for m in files if m.startswith("triton/") and "/__grp__" not in m]
     entries = [m for m in files if "/entries/" in m]
     manifests = [m for m in files if m.endswith("/manifest.json")]
-    for phase in (triton, None, entries, manifests):
+    memos = [m for m in files if m.startswith("plans/")]
+    for phase in (triton, None, entries, manifests, memos):
         if phase is None:
             for entry_folder in sorted({m.split("/")[1] for m in triton}):
                 _write_group_files(staging, folder, entry_folder)
@@ -501,6 +525,7 @@ def import_bundle(
                     f"holds no build of this config for {prefix.split('-')[1]} (it holds: "
                     f"{held or 'nothing'}); export the bundle from this deployment's cache",
                 )
+        tc.install_memoized_toolchain_identity(folder.memo_dir)
         deployments = _check_deployments(path, index, staging, force)
         added, present = _install(staging, folder, index)
     finally:

@@ -321,25 +321,42 @@ class BoundCache:
     # -- the plan ---------------------------------------------------------------------------------
     def plan(self, *, offline: bool):
         """The plan, from a memo in a layer written by an earlier start or prebuild for the same
-        config, target, toolchain, kernel source and binding knobs; else computed and memoized
-        in the first layer that takes the write. A memo that does not decode is ignored."""
+        config, target, toolchain, kernel source and binding knobs, else from the shared tier
+        (signed memos only), else computed; a memo that does not decode is ignored. What is not
+        read locally is memoized in the first layer that takes the write (and published)."""
         from .planner import build_plan, plan_source_digest
 
         digest = plan_source_digest()
-        for folder in self.layers:
-            memo = read_json(self.plan_memo_path(folder, digest))
+        memo_name = os.path.basename(self.plan_memo_path(self.primary, digest))
+        sources = [
+            (f.plans_dir, lambda f=f: read_json(self.plan_memo_path(f, digest)))
+            for f in self.layers
+        ]
+        if self.remote is not None:
+            sources.append(("the shared tier", lambda: self.remote.fetch_plan(memo_name)))
+        for where, read in sources:
+            memo = read()
             if isinstance(memo, list):
                 try:
-                    return build_plan(self.config, self.target, offline=offline, memo=memo)
+                    plan = build_plan(self.config, self.target, offline=offline, memo=memo)
                 except (KeyError, TypeError, ValueError) as exc:
-                    log.warning("ignoring unusable plan memo in %s (%s)", folder.plans_dir, exc)
+                    log.warning("ignoring unusable plan memo in %s (%s)", where, exc)
+                    continue
+                if where == "the shared tier":
+                    self._memoize(plan, digest)
+                return plan
         plan = build_plan(self.config, self.target, offline=offline)
+        self._memoize(plan, digest)
+        if self.remote is not None:
+            self.remote.publish_plan(memo_name, plan.to_memo())
+        return plan
+
+    def _memoize(self, plan, digest: str) -> None:
         for folder in [self.write_folder] if self.write_folder else []:
             try:
                 atomic_write_json(self.plan_memo_path(folder, digest), plan.to_memo())
             except OSError:
                 pass  # a full disk: the next start plans again
-        return plan
 
     # -- verify ---------------------------------------------------------------------------------
     @functools.cached_property

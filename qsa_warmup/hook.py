@@ -183,7 +183,7 @@ def bind(cfg, target, primary, overlay, remote_url: str | None, warn) -> BoundCa
     try:
         if remote_url:
             RemoteSettings.parse(remote_url, field=knobs.REMOTE_ENV)
-        return BoundCache(
+        cache = BoundCache(
             cfg,
             target,
             primary,
@@ -194,6 +194,11 @@ def bind(cfg, target, primary, overlay, remote_url: str | None, warn) -> BoundCa
     except ConfigError as exc:
         warn(f"shared tier not used: {exc}")
         return BoundCache(cfg, target, primary, overlay=overlay)
+    problem = cache.remote.key_problem() if cache.remote is not None else None
+    if problem:  # another fleet's key: take nothing from the tier, publish nothing to it
+        warn(f"shared tier not used: {problem}")
+        cache.remote = None
+    return cache
 
 
 def fetch_remote(cache: BoundCache, todo: list, found: dict, warn) -> list:
@@ -201,11 +206,6 @@ def fetch_remote(cache: BoundCache, todo: list, found: dict, warn) -> list:
     verified; the pairs still to build."""
     remote = cache.remote
     if remote is None or not todo or cache.write_folder is None:
-        return todo
-    problem = remote.key_problem()
-    if problem:
-        warn(f"shared tier not used: {problem}")
-        cache.remote = None
         return todo
     fetched = {spec.id for spec in remote.fetch(cache, [spec for spec, _ in todo])}
     warn.extend(f"shared tier {remote.settings.display}: {m}" for m in remote.problems)

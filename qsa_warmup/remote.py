@@ -6,6 +6,7 @@ Keys (``<prefix>`` from the URL, ``v1`` the layout's version)::
     <prefix>:v1:entry:<toolchain digest>:<compile hash>   the cache entry, JSON (+ HMAC)
     <prefix>:v1:blob:<sha256>                             one file's bytes, by content
     <prefix>:v1:lock:<toolchain digest>:<compile hash>    who compiles it now (expires)
+    <prefix>:v1:plan:<plan memo name>                     a plan memo, only with a key (HMAC)
     <prefix>:v1:keycheck                                  HMAC of a constant: the fleet's key
     <prefix>:v1:stats                                     fleet-wide counters (a hash)
 
@@ -396,6 +397,32 @@ class RemoteTier:
             self.stats.published += 1
             self.stats.bytes_published += size
             self._count(published=1, bytes_published=size)
+
+    # -- plans ----------------------------------------------------------------------------
+    def fetch_plan(self, name: str) -> list | None:
+        """A plan memo a holder of the fleet key published (never an unsigned one: a plan
+        names what each kernel is loaded as, so only a signed one is taken)."""
+        if self.key is None or not self.available:
+            return None
+        value = self._call("plan", lambda c: c.get(self._key("plan", name)))
+        if value is None:
+            return None
+        try:
+            record = json.loads(value)
+            ok = isinstance(record.get("memo"), list) and isinstance(record.get("sig"), str)
+        except (ValueError, AttributeError):
+            ok = False
+        if not ok or not hmac.compare_digest(record["sig"], self._sign({"memo": record["memo"]})):
+            self._problem(f"plan {name} is unsigned, damaged or signed with another key; planning")
+            return None
+        return record["memo"]
+
+    def publish_plan(self, name: str, memo: list) -> None:
+        if self.key is None or self.settings.readonly or not self.available:
+            return
+        record = {"memo": memo, "sig": self._sign({"memo": memo})}
+        ttl = self.settings.ttl or None
+        self._call("publish", lambda c: c.set(self._key("plan", name), json.dumps(record), ex=ttl))
 
     # -- compile-once across hosts ----------------------------------------------------------
     @contextlib.contextmanager

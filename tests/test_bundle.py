@@ -83,12 +83,19 @@ def test_round_trip_then_idempotent(bundle, tmp_path):
             assert all(os.path.dirname(p) == base for p in children)
 
 
-def test_imported_cache_warms_up_with_zero_compiles(bundle, tmp_path):
+def test_imported_cache_warms_up_with_zero_compiles_and_no_planning(bundle, tmp_path):
     dest = str(tmp_path / "d")
     cli_json("import", bundle, "--cache-dir", dest)
+    # the import left the plan memos and this toolchain's identity in the folder
+    assert os.listdir(os.path.join(dest, "plans"))
+    assert any(n.startswith("triton_key") for n in os.listdir(os.path.join(dest, "toolchain-memo")))
     p = python(
         f"""
         import json
+        import qsa_warmup.planner as planner
+        def no_planning(*args):
+            raise AssertionError("planned")
+        planner._decode_points = no_planning
         from qsa_warmup import warmup
         r = warmup("tiny", target="sm_90", cache_dir={dest!r}, jobs=1)
         print(json.dumps({{"loaded": r.loaded, "compiled": r.compiled}}))
@@ -165,6 +172,7 @@ def _add_special(name, kind):
         ("outside the layout", "outside a cache's layout"),
         ("index digest", "digest does not match"),
         ("entry names a file not carried", "is not carried with its checksum"),
+        ("plan of another deployment", "is not a plan of a deployment it carries"),
     ],
 )
 def test_refuses_a_bad_bundle_and_changes_nothing(bundle, imported, tmp_path, case, expected):
@@ -199,6 +207,11 @@ def test_refuses_a_bad_bundle_and_changes_nothing(bundle, imported, tmp_path, ca
         elif case == "index digest":
             index["digest"] = "0" * 64
             return True
+        elif case == "plan of another deployment":
+            memo = next(n for n in members if n.startswith("plans/"))
+            name = "plans/" + "0" * 16 + memo.split("/")[1][16:]
+            members[name] = members.pop(memo)
+            index["files"][name] = index["files"].pop(memo)
         elif case == "entry names a file not carried":
             name = next(n for n in members if "/entries/" in n)
             info, data = members[name]

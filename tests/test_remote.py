@@ -106,8 +106,13 @@ def prebuild(root, url, *extra, env=None, expect=0):
 
 
 WARMUP = """
-import json, logging, sys
+import json, logging, os, sys
 logging.basicConfig(level=logging.WARNING)
+if os.environ.get("QSA_TEST_NO_PLANNING"):
+    import qsa_warmup.planner as planner
+    def no_planning(*args):
+        raise AssertionError("planned")
+    planner._decode_points = no_planning
 from qsa_warmup import warmup
 r = warmup("tiny", target="sm_90", cache_dir=sys.argv[1], jobs=1, remote=sys.argv[2])
 print(json.dumps({"loaded": r.loaded, "compiled": r.compiled, "fetched": r.fetched,
@@ -220,7 +225,18 @@ def test_a_bad_value_is_detected_not_loaded_and_compiled_around(published, tmp_p
 def test_signed_tier(tier, tmp_path):
     k1, k2 = child_env(QSA_WARMUP_REMOTE_KEY="k1"), child_env(QSA_WARMUP_REMOTE_KEY="k2")
     prebuild(tmp_path / "a", tier.url(), env=k1)
-    assert warm(tmp_path / "b", tier.url(), env=k1)["fetched"] == TINY
+    # with the key, the plan comes from the tier too: this host never plans
+    assert len(tier.keys("plan")) == 1
+    no_planning = child_env(QSA_WARMUP_REMOTE_KEY="k1", QSA_TEST_NO_PLANNING="1")
+    assert warm(tmp_path / "b", tier.url(), env=no_planning)["fetched"] == TINY
+    # a plan memo that fails its signature is not taken: the host plans
+    plan_key = tier.keys("plan")[0]
+    record = json.loads(tier.client.get(plan_key))
+    record["memo"] = record["memo"][:1]
+    tier.client.set(plan_key, json.dumps(record))
+    tampered = warm(tmp_path / "b2", tier.url(), env=k1)
+    assert tampered["fetched"] == TINY and tampered["loaded"] == TINY
+    assert any("plan" in w and "signed" in w for w in tampered["warnings"])
     # a wrong key: prebuild and check refuse in one line and change nothing
     for command in ("prebuild", "check"):
         p = cli(

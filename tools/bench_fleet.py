@@ -10,10 +10,14 @@ initialized CUDA (as a server has), ``warmup()`` is timed:
 - ``bundle``: a new host whose folder got the first host's bundle by ``qsa-warmup import``
   (the import is timed apart);
 - ``tier+launchers`` and ``bundle+launchers``: the same with the C launchers already built
-  in the folder (host code is never fetched nor bundled: a new host builds them once).
+  in the folder (host code is never fetched nor bundled: a new host builds them once);
+- ``tier+launchers+memo``: also with the toolchain memo in the folder (a host whose image ran
+  ``qsa-warmup info`` once: Triton's ``triton_key()`` hashes its 400 MB library otherwise;
+  ``import`` leaves that memo, so the bundle modes have it).
 
-Targets: ``tier+launchers`` <= 2x ``warm_local`` + the fetched bytes' time at the loopback's
-measured speed; ``bundle+launchers`` <= 1.2x ``warm_local``.
+Every host holds the fleet's key (``QSA_WARMUP_REMOTE_KEY``), so plans come signed from the
+tier as well. Targets: ``tier+launchers`` <= 2x ``warm_local`` + the fetched bytes' time at
+the loopback's measured speed; ``bundle+launchers`` <= 1.2x ``warm_local``.
 
     python tools/bench_fleet.py --out benchmarks/bench_fleet/h200.json [--redis-server PATH]
 """
@@ -127,6 +131,7 @@ def main():
     )
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("QSA_WARMUP_REMOTE", None)
+    env["QSA_WARMUP_REMOTE_KEY"] = "bench-fleet-key"
     proc, client, url = start_redis(args.redis_server, base)
     try:
         results = run(args, base, env, client, url)
@@ -153,15 +158,20 @@ def run(args, base, env, client, url) -> dict:
         )
     )
     rate = loopback_bytes_per_s(client)
-    runs = {k: [] for k in ("warm_local", "tier", "tier+launchers", "bundle", "bundle+launchers")}
+    modes = ("tier", "tier+launchers", "tier+launchers+memo")
+    runs = {k: [] for k in ("warm_local", *modes, "bundle", "bundle+launchers")}
     imports = []
     for i in range(args.repeats):
         runs["warm_local"].append(child(env, args.preset, first, ""))
-        for mode in ("tier", "tier+launchers"):
+        for mode in modes:
             folder = os.path.join(base, f"{mode}-{i}")
             os.makedirs(folder)
-            if mode.endswith("launchers"):
+            if "launchers" in mode:
                 copy_launchers(first, folder)
+            if mode.endswith("memo"):
+                shutil.copytree(
+                    os.path.join(first, "toolchain-memo"), os.path.join(folder, "toolchain-memo")
+                )
             runs[mode].append(child(env, args.preset, folder, url))
         for mode in ("bundle", "bundle+launchers"):
             folder = os.path.join(base, f"{mode}-{i}")
@@ -187,9 +197,7 @@ def run(args, base, env, client, url) -> dict:
         "tier_bytes_fetched": fetched_bytes,
         "loopback_bytes_per_s": rate,
         "transfer_s": transfer_s,
-        "ratios": {
-            k: median[k] / median["warm_local"] for k in median if k != "warm_local"
-        },
+        "ratios": {k: median[k] / median["warm_local"] for k in median if k != "warm_local"},
         "targets": {
             "tier+launchers <= 2x warm + transfer": median["tier+launchers"]
             <= 2 * median["warm_local"] + transfer_s,
