@@ -57,9 +57,10 @@ def file_mode() -> int:
     return 0o666 & ~_umask()
 
 
-def atomic_write(path: str, data: bytes) -> None:
+def atomic_write(path: str, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` atomically (creating its folder); raises OSError on failure
-    and leaves no temp file behind."""
+    and leaves no temp file behind. ``durable=False`` skips the fsync: for files whose every
+    reader verifies a checksum first (what a crash could tear is then rebuilt, never loaded)."""
     folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
@@ -67,8 +68,9 @@ def atomic_write(path: str, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), file_mode())  # mkstemp makes 0600: private to the builder
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -76,8 +78,8 @@ def atomic_write(path: str, data: bytes) -> None:
         raise
 
 
-def atomic_write_json(path: str, value) -> None:
-    atomic_write(path, json.dumps(value, indent=1, sort_keys=True).encode())
+def atomic_write_json(path: str, value, *, durable: bool = True) -> None:
+    atomic_write(path, json.dumps(value, indent=1, sort_keys=True).encode(), durable=durable)
 
 
 def read_json(path: str):

@@ -400,6 +400,14 @@ def _check_deployments(path: str, index: dict, staging: str, force: bool) -> lis
     return checked
 
 
+def _known(target: str) -> bool:
+    try:
+        tc.parse_target(target)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_entry(path: str, staging: str, files: dict, name: str, spec_id: str) -> None:
     member = f"qsa/{name}/entries/{spec_id}.json"
     entry = read_json(os.path.join(staging, *member.split("/"))) if member in files else None
@@ -525,9 +533,12 @@ def import_bundle(
                     f"holds no build of this config for {prefix.split('-')[1]} (it holds: "
                     f"{held or 'nothing'}); export the bundle from this deployment's cache",
                 )
-        tc.install_memoized_toolchain_identity(folder.memo_dir)
+        tc.install_memoized_toolchain_identity(folder.memo_dir)  # the check below fills it
         deployments = _check_deployments(path, index, staging, force)
         added, present = _install(staging, folder, index)
+        # the install step of a host: what its first start would compute, computed now
+        targets = {tc.parse_target(d["target"]) for d in deployments if _known(d["target"])}
+        tc.prime_toolchain_memo(folder.memo_dir, sorted(targets, key=lambda t: t.arch))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ImportReport(path, index["digest"], folder.root, added, present, deployments)

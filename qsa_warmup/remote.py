@@ -341,15 +341,17 @@ class RemoteTier:
     def _install(self, cache, folder, spec, entry: dict, files: dict) -> None:
         """The fetched files into the local cache: Triton's files, the group file naming them
         here, then the entry (last, so a reader never sees an entry without its files)."""
+        # no fsync: every file is checked against the entry before it is loaded, so what a
+        # crash could tear is rebuilt, never loaded (a hundred fsyncs would double a start)
         entry_dir = os.path.join(folder.triton_dir, entry["folder"])
         for name, data in files.items():
-            atomic_write(os.path.join(entry_dir, name), data)
+            atomic_write(os.path.join(entry_dir, name), data, durable=False)
         kernel = os.path.splitext(next(n for n in files if n.endswith(".cubin")))[0]
         children = {n: os.path.join(entry_dir, n) for n in files}
-        atomic_write_json(
-            os.path.join(entry_dir, f"__grp__{kernel}.json"), {"child_paths": children}
-        )
-        atomic_write_json(cache.entry_path(folder, spec.id), {**entry, "spec": spec.id})
+        group = os.path.join(entry_dir, f"__grp__{kernel}.json")
+        atomic_write_json(group, {"child_paths": children}, durable=False)
+        entry_path = cache.entry_path(folder, spec.id)
+        atomic_write_json(entry_path, {**entry, "spec": spec.id}, durable=False)
 
     def _refresh(self, fetched, records, digests) -> None:
         """Hits keep their keys alive (the TTL counts from the last use)."""

@@ -68,7 +68,7 @@ from .targets import (
     target_limits,
     target_name,
 )
-from .toolchain import install_memoized_toolchain_identity, toolchain_parts
+from .toolchain import install_memoized_toolchain_identity, prime_toolchain_memo, toolchain_parts
 
 __all__ = [
     "restore",
@@ -116,6 +116,7 @@ __all__ = [
     "specialization_data",
     # toolchain
     "install_memoized_toolchain_identity",
+    "prime_toolchain_memo",
     "toolchain_parts",
     # C launchers
     "init_handles",

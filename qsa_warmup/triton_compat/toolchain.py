@@ -24,7 +24,12 @@ from .._fs import atomic_write_json
 from . import _patches
 from .targets import target_name
 
-__all__ = ["toolchain_parts", "install_memoized_toolchain_identity", "stat_identity"]
+__all__ = [
+    "toolchain_parts",
+    "install_memoized_toolchain_identity",
+    "prime_toolchain_memo",
+    "stat_identity",
+]
 
 
 def toolchain_parts(target: GPUTarget) -> dict[str, str]:
@@ -155,3 +160,24 @@ def install_memoized_toolchain_identity(memo_dir: str) -> None:
     _patches.replace(nv_compiler, "get_ptxas_version", ptxas_version_memo)
     _patches.replace(_runtime_build, "platform_key", platform_key_memo)
     _patches.replace(nv_driver, "libcuda_dirs", libcuda_dirs_memo)
+
+
+def prime_toolchain_memo(memo_dir: str, targets) -> None:
+    """Compute, into ``memo_dir``, everything :func:`install_memoized_toolchain_identity`
+    memoizes (for ``targets``), so that the first start on that folder finds it: ``import``
+    does this as the install step of a host."""
+    from triton.backends.nvidia import compiler as nv_compiler
+    from triton.backends.nvidia import driver as nv_driver
+
+    install_memoized_toolchain_identity(memo_dir)
+    _runtime_cache.triton_key()
+    for target in targets:
+        try:
+            nv_compiler.get_ptxas_version(target.arch)
+        except Exception:
+            pass  # no ptxas here: check reports it
+    _runtime_build.platform_key()
+    try:
+        nv_driver.libcuda_dirs()
+    except Exception:
+        pass  # no libcuda here (a box without a GPU driver): the server computes its own
