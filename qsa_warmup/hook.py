@@ -194,11 +194,7 @@ def bind(cfg, target, primary, overlay, remote_url: str | None, warn) -> BoundCa
     except ConfigError as exc:
         warn(f"shared tier not used: {exc}")
         return BoundCache(cfg, target, primary, overlay=overlay)
-    problem = cache.remote.key_problem() if cache.remote is not None else None
-    if problem:  # another fleet's key: take nothing from the tier, publish nothing to it
-        warn(f"shared tier not used: {problem}")
-        cache.remote = None
-    return cache
+    return cache  # the tier is first asked (and its key checked) only if something is missing
 
 
 def fetch_remote(cache: BoundCache, todo: list, found: dict, warn) -> list:
@@ -209,6 +205,8 @@ def fetch_remote(cache: BoundCache, todo: list, found: dict, warn) -> list:
         return todo
     fetched = {spec.id for spec in remote.fetch(cache, [spec for spec, _ in todo])}
     warn.extend(f"shared tier {remote.settings.display}: {m}" for m in remote.problems)
+    if remote.key_mismatch:  # another fleet's tier: its builds must not publish there either
+        cache.remote = None
     left = []
     for spec, result in todo:
         again = cache.lookup(spec) if spec.id in fetched else result
