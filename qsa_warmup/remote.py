@@ -34,12 +34,15 @@ import json
 import logging
 import os
 import re
+import shutil
+import tempfile
 import time
 import urllib.parse
 import uuid
 from typing import Iterator
 
 from ._fs import atomic_write, atomic_write_json, sha256_bytes
+from .cache import checked_files
 from .errors import ConfigError, RemoteUnavailable
 
 __all__ = ["RemoteSettings", "RemoteTier", "RemoteStats", "open_remote"]
@@ -352,15 +355,29 @@ class RemoteTier:
     def _install(self, cache, folder, spec, entry: dict, files: dict) -> None:
         """The fetched files into the local cache: Triton's files, the group file naming them
         here, then the entry (last, so a reader never sees an entry without its files)."""
-        # no fsync: every file is checked against the entry before it is loaded, so what a
-        # crash could tear is rebuilt, never loaded (a hundred fsyncs would double a start)
+        # The folder is filled under a temp name and renamed into place whole (one rename, not
+        # one per file); no fsync: every file is checked against the entry before it is
+        # loaded, so what a crash could tear is rebuilt, never loaded.
         entry_dir = os.path.join(folder.triton_dir, entry["folder"])
-        for name, data in files.items():
-            atomic_write(os.path.join(entry_dir, name), data, durable=False)
         kernel = os.path.splitext(next(n for n in files if n.endswith(".cubin")))[0]
         children = {n: os.path.join(entry_dir, n) for n in files}
-        group = os.path.join(entry_dir, f"__grp__{kernel}.json")
-        atomic_write_json(group, {"child_paths": children}, durable=False)
+        group = {f"__grp__{kernel}.json": json.dumps({"child_paths": children}).encode()}
+        placed = False
+        if not os.path.isdir(entry_dir):
+            os.makedirs(folder.triton_dir, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=".fetch-", dir=folder.triton_dir)
+            for name, data in {**files, **group}.items():
+                with open(os.path.join(staging, name), "wb") as f:
+                    f.write(data)
+            os.chmod(staging, 0o755)  # mkdtemp makes it private to this user
+            try:
+                os.rename(staging, entry_dir)
+                placed = True
+            except OSError:  # another process put the folder there meanwhile
+                shutil.rmtree(staging, ignore_errors=True)
+        if not placed and checked_files(entry_dir, entry["files"])[0] is not None:
+            for name, data in {**files, **group}.items():  # a damaged folder: file by file
+                atomic_write(os.path.join(entry_dir, name), data, durable=False)
         entry_path = cache.entry_path(folder, spec.id)
         atomic_write_json(entry_path, {**entry, "spec": spec.id}, durable=False)
 
