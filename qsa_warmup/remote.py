@@ -181,6 +181,11 @@ class RemoteTier:
             self.problems.append(message)
             log.warning("shared tier %s: %s", self.settings.display, message)
 
+    # calls made while this process compiles anyway (seconds): they do not count against the
+    # budget, which bounds what the tier adds to a start (on a host busy compiling, their wall
+    # time is mostly waiting for a core)
+    _UNBUDGETED = ("lock", "unlock", "publish", "refresh", "stats")
+
     def _call(self, what: str, fn):
         """``fn(client)``, or None once the tier failed (it is then left alone: fail open)."""
         if self._down is not None:
@@ -202,7 +207,8 @@ class RemoteTier:
             self._problem(f"{self._down}; compiling locally")
             return None
         finally:
-            self._spent += time.perf_counter() - start
+            if what not in self._UNBUDGETED:
+                self._spent += time.perf_counter() - start
             self.stats.seconds = round(self._spent, 4)
             if self._spent > self.settings.budget and self._down is None:
                 self._down = f"slow: {self._spent:.2f} s spent on it"
@@ -288,7 +294,7 @@ class RemoteTier:
             got += sum(len(b) for b in files.values())
         self.stats.hits += len(fetched)
         self.stats.bytes_fetched += got
-        self._count(hits=len(fetched), misses=len(specs) - len(fetched), bytes_fetched=got)
+        self._count(hits=len(fetched), bytes_fetched=got)
         self._refresh(fetched, records, digests)
         return fetched
 
@@ -468,7 +474,7 @@ class RemoteTier:
         deadline = time.monotonic() + wait
         held = False
         while self.available:
-            # waiting on another host is not time the tier costs this one: keep it off the budget
+            # polling while another host compiles is waiting, not the tier's cost: off the budget
             spent = self._spent
             held = bool(self._call("lock", lambda c: c.set(lock, self._owner, nx=True, px=ttl_ms)))
             if held:
