@@ -206,6 +206,7 @@ def fetch_remote(cache: BoundCache, todo: list, found: dict, warn) -> list:
     fetched = {spec.id for spec in remote.fetch(cache, [spec for spec, _ in todo])}
     warn.extend(f"shared tier {remote.settings.display}: {m}" for m in remote.problems)
     if remote.key_mismatch:  # another fleet's tier: its builds must not publish there either
+        warn(f"shared tier {remote.settings.display} not used: {remote.key_mismatch}")
         cache.remote = None
     left = []
     for spec, result in todo:

@@ -192,15 +192,11 @@ class RemoteTier:
             return None
         start = time.perf_counter()
         try:
-            if self._client is None:
-                self._client = _connect(self.settings)
-                if self.key is not None:
-                    self.key_mismatch = self._check_key(self._client)
-                    if self.key_mismatch:  # another fleet's tier: take nothing, publish nothing
-                        self._down = self.key_mismatch
-                        self._problem(f"not used: {self.key_mismatch}")
-                        return None
-            return fn(self._client)
+            client = self._connected()
+            if client is None:  # another fleet's tier: take nothing, publish nothing
+                self._down = self.key_mismatch  # said by the caller: an error or a warning
+                return None
+            return fn(client)
         except Exception as exc:  # redis raises its own ConnectionError, TimeoutError, ...
             self.stats.errors += 1
             self._down = f"{what} failed ({type(exc).__name__}: {exc})"
@@ -214,12 +210,22 @@ class RemoteTier:
                 self._down = f"slow: {self._spent:.2f} s spent on it"
                 self._problem(f"{self._down}; compiling locally from here on")
 
+    def _connected(self):
+        """The client, connected on first use, when the key (if any) is the fleet's; None when
+        it is not (``key_mismatch`` says why). Raises what the client raises."""
+        if self._client is None:
+            client = _connect(self.settings)
+            if self.key is not None:
+                self.key_mismatch = self._check_key(client)
+            self._client = client
+        return None if self.key_mismatch else self._client
+
     def ping(self) -> None:
         """RemoteUnavailable unless the tier answers (``check --remote`` insists on it)."""
         try:
-            if self._client is None:
-                self._client = _connect(self.settings)
-            self._client.ping()
+            client = self._connected()
+            if client is not None:
+                client.ping()
         except Exception as exc:
             self._down = f"{type(exc).__name__}: {exc}"
             raise RemoteUnavailable(

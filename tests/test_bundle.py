@@ -257,14 +257,14 @@ def _other_toolchain(index, members, part="python", value="3.99"):
     digest = hashlib.sha256(json.dumps(dep["fingerprint"], sort_keys=True).encode()).hexdigest()
     new = old[:-16] + digest[:16]
     dep["manifest"] = new
-    for name in [n for n in members if f"/{old}/" in n]:
+    for name in [n for n in members if f"/{old}/" in n or n.startswith(f"plans/{old}-")]:
         info, data = members.pop(name)
         if name.endswith("manifest.json"):
             manifest = json.loads(data)
             manifest["fingerprint"] = dep["fingerprint"]
             data = json.dumps(manifest).encode()
             info.size = len(data)
-        renamed = name.replace(f"/{old}/", f"/{new}/")
+        renamed = name.replace(f"/{old}/", f"/{new}/").replace(f"plans/{old}-", f"plans/{new}-")
         members[renamed] = (info, data)
         del index["files"][name]
         index["files"][renamed] = hashlib.sha256(data).hexdigest()
