@@ -88,7 +88,9 @@ def test_imported_cache_warms_up_with_zero_compiles_and_no_planning(bundle, tmp_
     cli_json("import", bundle, "--cache-dir", dest)
     # the import left the plan memos and this toolchain's identity in the folder
     assert os.listdir(os.path.join(dest, "plans"))
-    assert any(n.startswith("triton_key") for n in os.listdir(os.path.join(dest, "toolchain-memo")))
+    memos = os.listdir(os.path.join(dest, "toolchain-memo"))
+    assert any(n.startswith("triton_key") for n in memos)
+    assert any(n.startswith("platform_key") for n in memos)
     p = python(
         f"""
         import json
