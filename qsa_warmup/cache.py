@@ -275,6 +275,7 @@ class BoundCache:
         fingerprint: Fingerprint | None = None,
         remote_url: str | None = None,
         remote_readonly: bool = False,
+        remote_budgeted: bool = False,
     ):
         self.config = config
         self.target = target
@@ -292,6 +293,7 @@ class BoundCache:
                 self.fingerprint.digest,
                 key=knobs.remote_key(),
                 readonly=remote_readonly,
+                budgeted=remote_budgeted,
             )
         self.blocked: set[str] = set()  # primary's Triton folders that failed their checksums
         self.built: list[str] = []  # spec ids this object recorded

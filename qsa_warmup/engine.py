@@ -194,8 +194,9 @@ def _run_pool(
         plan  # fork copies it (and triton_key(), computed already)
     )
     root = cache.write_folder.root
-    # a tier this process found down is not tried again by each worker
-    remote = cache.remote if cache.remote and cache.remote.available else None
+    # a tier this process found down (not merely too slow for a start) is not tried again by
+    # each worker
+    remote = cache.remote if cache.remote and cache.remote.usable_for_builds else None
     remote_url = remote.settings.as_url() if remote else None
     with cf.ProcessPoolExecutor(
         jobs, mp_context=_pool_context(), initializer=_worker_init, initargs=(root, cache.target)

@@ -190,6 +190,7 @@ def bind(cfg, target, primary, overlay, remote_url: str | None, warn) -> BoundCa
             overlay=overlay,
             remote_url=remote_url,
             remote_readonly=knobs.remote_readonly(),
+            remote_budgeted=True,
         )
     except ConfigError as exc:
         warn(f"shared tier not used: {exc}")
@@ -293,7 +294,7 @@ def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> dict
             cmd += ["--jobs", str(jobs)]
         if timeout is not None:
             cmd += ["--lock-timeout", str(timeout)]
-        if cache.remote is not None:
+        if cache.remote is not None and cache.remote.usable_for_builds:
             cmd += ["--remote", cache.remote.settings.as_url()]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if not proc.stdout.strip():

@@ -150,8 +150,18 @@ class RemoteStats:
 class RemoteTier:
     """One process's client of the shared tier, for one toolchain (``fingerprint_digest``)."""
 
-    def __init__(self, settings: RemoteSettings, key: bytes | None, fingerprint_digest: str):
+    def __init__(
+        self,
+        settings: RemoteSettings,
+        key: bytes | None,
+        fingerprint_digest: str,
+        *,
+        budgeted: bool = False,
+    ):
         self.settings = settings
+        # a start (the hook) bounds what the tier adds to it; a build does not: it compiles for
+        # seconds anyway, and giving up the tier there would give up compile-once
+        self.budgeted = budgeted
         self.key = key
         self.fingerprint_digest = fingerprint_digest
         self.stats = RemoteStats()
@@ -161,6 +171,7 @@ class RemoteTier:
         self.bad: dict[str, str] = {}
         self._client = None
         self._down: str | None = None
+        self._slow = False  # down for the budget only: still fine for builds
         self._spent = 0.0
         self._owner = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.key_mismatch: str | None = None
@@ -169,6 +180,12 @@ class RemoteTier:
     @property
     def available(self) -> bool:
         return self._down is None
+
+    @property
+    def usable_for_builds(self) -> bool:
+        """Whether a build (unbudgeted) may still use the tier: it answered, with the fleet's
+        key, only more slowly than a start may wait."""
+        return self._down is None or self._slow
 
     def _key(self, kind: str, *parts: str) -> str:
         return ":".join((self.settings.prefix, _VERSION, kind, *parts))
@@ -190,6 +207,8 @@ class RemoteTier:
         """``fn(client)``, or None once the tier failed (it is then left alone: fail open)."""
         if self._down is not None:
             return None
+        if self._client is None:
+            import redis  # noqa: F401  (local work: kept off the budget, which is the tier's)
         start = time.perf_counter()
         try:
             client = self._connected()
@@ -206,9 +225,10 @@ class RemoteTier:
             if what not in self._UNBUDGETED:
                 self._spent += time.perf_counter() - start
             self.stats.seconds = round(self._spent, 4)
-            if self._spent > self.settings.budget and self._down is None:
+            if self.budgeted and self._spent > self.settings.budget and self._down is None:
                 self._down = f"slow: {self._spent:.2f} s spent on it"
-                self._problem(f"{self._down}; compiling locally from here on")
+                self._slow = True
+                self._problem(f"{self._down}; not waiting on it for this start")
 
     def _connected(self):
         """The client, connected on first use, when the key (if any) is the fleet's; None when
@@ -572,7 +592,13 @@ def _connect(settings: RemoteSettings):
 
 
 def open_remote(
-    url: str | None, fingerprint_digest: str, *, key=None, readonly=False, field="--remote"
+    url: str | None,
+    fingerprint_digest: str,
+    *,
+    key=None,
+    readonly=False,
+    budgeted=False,
+    field="--remote",
 ):
     """A RemoteTier for ``url`` (None: None). ConfigError for a malformed URL; a tier that is
     down is found out on first use (fail open)."""
@@ -582,4 +608,4 @@ def open_remote(
     # found, not imported: the import costs ~0.1 s, which a warm start never pays
     if importlib.util.find_spec("redis") is None:
         raise ConfigError(field, "the redis package is not installed; pip install redis")
-    return RemoteTier(settings, key, fingerprint_digest)
+    return RemoteTier(settings, key, fingerprint_digest, budgeted=budgeted)

@@ -181,6 +181,26 @@ def test_hosts_starting_together_compile_each_spec_once(tier, tmp_path):
     assert all(r["compiled"] + r["fetched"] == TINY for r in reports)
 
 
+def test_hosts_whose_starts_find_the_tier_slow_still_compile_each_spec_once(tier, tmp_path):
+    # every start gives up waiting on the tier at once (a budget of a microsecond, as on a
+    # host whose cores are all busy), yet the builds that follow use its locks
+    url = tier.url(budget="0.000001")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WARMUP, str(tmp_path / f"host{i}"), url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        for i in range(3)
+    ]
+    reports = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
+    assert sum(r["compiled"] for r in reports) == TINY, reports
+    assert all(r["loaded"] == TINY for r in reports)
+    assert any("slow" in w for r in reports for w in r["warnings"])
+
+
 def _poison(tier, how):
     entry_key = next(k for k in tier.keys("entry"))
     record = json.loads(tier.client.get(entry_key))
