@@ -11,6 +11,7 @@ Layout of a cache folder (named here and nowhere else)::
     plans/<...>.json                       plan memos: a warm start skips planning
     toolchain-memo/                        what Triton recomputes in every process
     locks/                                 compile-once and launcher-build locks (filelock)
+    counters.json                          loads, compiles, fetches, rebuilds (stats.py)
 
 A :class:`BoundCache` binds (config, target, toolchain fingerprint) once, over layers: the
 primary folder, an overlay where the primary is read-only (one per user, under the user's
@@ -62,6 +63,7 @@ class CacheFolder:
         self.plans_dir = os.path.join(self.root, "plans")
         self.memo_dir = os.path.join(self.root, "toolchain-memo")
         self.lock_dir = os.path.join(self.root, "locks")
+        self.counters_path = os.path.join(self.root, "counters.json")
 
     def __repr__(self) -> str:
         return f"CacheFolder({self.root!r})"

@@ -42,7 +42,13 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="deployment config (JSON)")
-    common.add_argument("--preset", metavar="NAME", help="embedded config (default: 'default')")
+    from .config import DEFAULT_PRESET, PRESETS
+
+    common.add_argument(
+        "--preset",
+        metavar="NAME",
+        help=f"embedded config: {', '.join(PRESETS)} (default: {DEFAULT_PRESET})",
+    )
     common.add_argument(
         "--target",
         metavar="SM[,SM...]|all",
@@ -62,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="qsa-warmup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser(
         "plan", parents=[common], help="list every specialization the launchers can reach"
@@ -108,11 +115,35 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="verify a bundle in full, then install it into the cache",
     )
+    stats = sub.add_parser(
+        "stats",
+        help="what the cache holds (manifests, entries, bytes) and what was done with it",
+    )
+    stats.add_argument("--cache-dir", metavar="DIR")
+    stats.add_argument("--json", action="store_true", help="machine-readable output")
+    stats.add_argument("--zero", action="store_true", help="reset the counters")
+    stats.add_argument("-v", "--verbose", action="store_true")
     imp.add_argument("bundle", metavar="FILE")
     imp.add_argument(
         "--force", action="store_true", help="install deployments of another toolchain too"
     )
     return parser
+
+
+def _version() -> str:
+    import platform
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (
+        f"qsa-warmup {version('qsa-warmup')} (triton {version('triton')}, "
+        f"python {platform.python_version()})"
+    )
 
 
 def _add_expect_fingerprint(parser) -> None:
@@ -206,16 +237,29 @@ def _cmd_plan(args, cfg, target, folder) -> _Outcome:
     return _Outcome(EXIT_OK, payload, lines)
 
 
-def _progress(result, done, total):
-    if sys.stderr.isatty():
-        print(
-            f"\r[{done}/{total}] {result.outcome:<9} {result.spec_id:<48}",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-        if done == total:
-            print(file=sys.stderr)
+class _Progress:
+    """A bar on a terminal (tqdm, when installed), else a plain line per finished spec."""
+
+    def __init__(self):
+        self.bar = None
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, result, done, total):
+        if self.tty:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                if self.bar is None:
+                    self.bar = tqdm(total=total, unit="spec", file=sys.stderr, leave=False)
+                self.bar.set_postfix_str(f"{result.outcome} {result.spec_id}", refresh=False)
+                self.bar.update(1)
+                if done == total:
+                    self.bar.close()
+                return
+        if result.outcome != "cached":
+            print(f"[{done}/{total}] {result.outcome:<9} {result.spec_id}", file=sys.stderr)
 
 
 def _cmd_prebuild(args, cfg, target, folder) -> _Outcome:
@@ -232,10 +276,11 @@ def _cmd_prebuild(args, cfg, target, folder) -> _Outcome:
     report = prebuild(
         cache,
         jobs=args.jobs,
-        progress=None if args.json else _progress,
+        progress=None if args.json else _Progress(),
         only=only,
         lock_timeout=args.lock_timeout,
         fetch_first=only is None,  # --only: the startup hook asked the tier just before
+        count=only is None,  # and counts its start itself
     )
     lines = [
         f"{report.planned} planned: {report.compiled} compiled, {report.cached} cached, "
@@ -401,6 +446,29 @@ def _cmd_export(args) -> int:
     return EXIT_OK
 
 
+def _cmd_stats(args) -> int:
+    from .cache import CacheFolder
+    from .stats import cache_stats, zero_counts
+
+    folder = CacheFolder(args.cache_dir or knobs.cache_dir())
+    folder.check_usable()
+    if args.zero:
+        if not folder.writable():
+            raise CacheError(folder.root, "is read-only here; its counters cannot be zeroed")
+        zero_counts(folder)
+    out = cache_stats(folder)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(
+            f"{out['cache_dir']}: {out['manifests']} manifests, {out['entries']} entries, "
+            f"{out['bytes']} bytes"
+        )
+        for name, value in out["counters"].items():
+            print(f"  {name:<22} {value}")
+    return EXIT_OK
+
+
 def _cmd_import(args) -> int:
     from .bundle import import_bundle
     from .cache import CacheFolder
@@ -523,6 +591,8 @@ def _run(argv) -> int:
             return _cmd_export(args)
         if args.command == "import":
             return _cmd_import(args)
+        if args.command == "stats":
+            return _cmd_stats(args)
         cfg, targets, folder = _resolve(args)
         if getattr(args, "expect_fingerprint", None):
             from .cache import Fingerprint

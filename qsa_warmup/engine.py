@@ -41,6 +41,7 @@ class SpecResult:
     error: str = ""
     remote: dict = field(default_factory=dict)  # the shared tier's counters for this spec
     remote_problems: list = field(default_factory=list)  # what the tier did wrong meanwhile
+    repaired: bool = False  # compiled in place of an entry that failed its checksums
 
 
 @dataclass
@@ -76,6 +77,7 @@ def build_spec(
     remote = cache.remote
     before = dataclasses.asdict(remote.stats) if remote else {}
     said = len(remote.problems) if remote else 0
+    repaired = False
 
     def result(outcome: str) -> SpecResult:
         delta, problems = {}, []
@@ -83,7 +85,8 @@ def build_spec(
             after = dataclasses.asdict(remote.stats)
             delta = {k: v - before[k] for k, v in after.items() if v != before[k]}
             problems = remote.problems[said:]
-        return SpecResult(spec.id, outcome, time.perf_counter() - start, "", delta, problems)
+        seconds = time.perf_counter() - start
+        return SpecResult(spec.id, outcome, seconds, "", delta, problems, repaired)
 
     if cache.lookup(spec).ok:
         return result("cached")
@@ -94,6 +97,7 @@ def build_spec(
         if found.state == "corrupt" and found.entry:
             log.warning("%s: %s; rebuilding", spec.id, found.reason)
             cache.purge(found, cache.write_folder)
+            repaired = True
         if remote is None:
             _compile(cache, spec)
             return result("compiled")
@@ -231,6 +235,7 @@ def prebuild(
     lock_timeout: float | None = None,
     only: set[str] | None = None,
     fetch_first: bool = True,
+    count: bool = True,
 ) -> BuildReport:
     """Build every planned spec into ``cache`` (its write folder); returns what was done.
 
@@ -238,7 +243,8 @@ def prebuild(
     $QSA_WARMUP_LOCK_TIMEOUT), after which this process compiles it itself. ``only``: build
     just these spec ids (the others count as cached: a serving process checked them already).
     ``fetch_first``: ask the shared tier for what is missing before building (False: the
-    caller just did).
+    caller just did). ``count``: add this build to the cache's counters (False: the caller, the
+    startup hook, counts its whole start).
     Raises CacheError when something needs building and no layer is writable."""
     start = time.perf_counter()
     if cache.remote is not None:
@@ -282,6 +288,16 @@ def prebuild(
         if only is None or s.id in only
         if (u := cache.loadable(cache.lookup(s))).state == "unloadable"
     ]
+    if count and cache.write_folder is not None:
+        from .stats import add_counts
+
+        add_counts(
+            cache.write_folder,
+            builds=1,
+            compiles=sum(r.outcome == "compiled" for r in results),
+            fetched=sum(r.outcome == "fetched" for r in results),
+            rebuilt_after_damage=sum(r.repaired for r in results),
+        )
     order = {s.id: i for i, s in enumerate(plan.specs)}
     results.sort(key=lambda r: order[r.spec_id])
     count = lambda o: sum(r.outcome == o for r in results)  # noqa: E731

@@ -327,7 +327,13 @@ def rebuild(
             report = _prebuild_in_child(cache, only, jobs, timeout)
         else:
             report = prebuild(
-                cache, plan=plan, jobs=jobs, lock_timeout=timeout, only=only, fetch_first=False
+                cache,
+                plan=plan,
+                jobs=jobs,
+                lock_timeout=timeout,
+                only=only,
+                fetch_first=False,
+                count=False,
             )
             report = {**report.__dict__, "results": [r.__dict__ for r in report.results]}
         compiled, failed = report["compiled"], report["failed"]
@@ -535,5 +541,31 @@ def warmup(
     )
     with _lock:
         _warmed[(cfg.geometry_hash(), target, device, primary.root)] = report
-    log.info(report.summary())
+    _count(cache, report)
+    _say(report.summary())
     return report
+
+
+def _count(cache: BoundCache, report: WarmupReport) -> None:
+    from .stats import add_counts
+
+    damaged = sum(reason != "not built" for _, reason in report.rebuilt)
+    add_counts(
+        cache.write_folder or cache.primary,
+        starts=1,
+        loads=report.loaded,
+        compiles=report.compiled,
+        fetched=report.fetched,
+        rebuilt_after_damage=damaged,
+    )
+
+
+def _say(summary: str) -> None:
+    """The summary through logging (INFO); where nothing is configured to show it (no handler
+    on the way to the root logger), one line on stderr rather than nothing."""
+    if log.hasHandlers():
+        log.info(summary)
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, summary, None, None))
