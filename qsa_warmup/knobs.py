@@ -11,12 +11,14 @@ from .errors import ConfigError
 
 __all__ = [
     "cache_dir",
+    "deployment",
     "strict_mode",
     "lock_timeout",
     "jobs",
     "interpreter_requested",
     "ld_library_path",
     "CACHE_DIR_ENV",
+    "CONFIG_ENV",
     "STRICT_ENV",
     "LOCK_TIMEOUT_ENV",
     "JOBS_ENV",
@@ -30,6 +32,7 @@ __all__ = [
 ]
 
 CACHE_DIR_ENV = "QSA_WARMUP_CACHE_DIR"
+CONFIG_ENV = "QSA_WARMUP_CONFIG"
 STRICT_ENV = "QSA_WARMUP_STRICT"
 LOCK_TIMEOUT_ENV = "QSA_WARMUP_LOCK_TIMEOUT"
 JOBS_ENV = "QSA_WARMUP_JOBS"
@@ -52,6 +55,12 @@ def cache_dir() -> str:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         return os.path.join(base, "qsa-warmup")
     return platformdirs.user_cache_dir("qsa-warmup")
+
+
+def deployment() -> str | None:
+    """``$QSA_WARMUP_CONFIG``: the deployment a server plugin warms (a JSON path or a preset
+    name), or None where it is not set."""
+    return os.environ.get(CONFIG_ENV, "").strip() or None
 
 
 def strict_mode() -> str:

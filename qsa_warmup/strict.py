@@ -23,7 +23,7 @@ __all__ = ["set_strict_mode", "strict_mode", "register_plan", "warming", "closes
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_state = {"mode": "off", "installed": False}
+_state = {"mode": "off"}
 _planned: dict[str, dict[str, tuple[dict, int]]] = {}  # kernel -> spec id -> (constants, num_warps)
 _local = threading.local()
 
@@ -34,9 +34,7 @@ def set_strict_mode(mode: str) -> None:
         raise ConfigError("strict", f"must be one of {', '.join(knobs.STRICT_MODES)}, got {mode!r}")
     with _lock:
         _state["mode"] = mode
-        if not _state["installed"]:
-            tc.install_jit_cache_hook(_on_compile_request)
-            _state["installed"] = True
+        tc.install_jit_cache_hook(_on_compile_request)  # once; chained behind hooks before it
 
 
 def strict_mode() -> str:

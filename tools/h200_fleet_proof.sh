@@ -3,11 +3,11 @@
 #  - bundle: a bundle exported on a CPU box (.carry/bundle312/fleet.qsa, Python 3.12) imported
 #    into an empty folder, then served;
 #  - tier: a redis-server on the loopback, filled by one host; new hosts (empty folders) served;
-#  - fleet: K hosts (one folder each) started together against an empty tier: compiles in
-#    total must equal the plan's size.
+#  - fleet: K hosts (one folder each) started together against an empty tier, FLEET_RUNS
+#    times: compiles in total must equal the plan's size in every run.
 # Needs redis-server (unpacked from .carry/debs/*.deb when not installed) and the redis and
 # zstandard packages (.whl/*.whl when not installed).
-# Usage: tools/h200_fleet_proof.sh OUTDIR [K]
+# Usage: [FLEET_RUNS=N] [REPEATS=N] tools/h200_fleet_proof.sh OUTDIR [K]
 set -u
 out=${1:?outdir}; k=${2:-8}
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
@@ -35,9 +35,11 @@ python3 tools/serve_sim.py --procs 1 --cache-dir "$base/first" --label tier-firs
 python3 tools/serve_sim.py --procs 4 --cache-per-rank --cache-dir "$base/new" --label tier-new-hosts --json "$out/serve_tier_new.json"
 python3 -m qsa_warmup info --cache-dir "$base/new/rank0" --remote "$QSA_WARMUP_REMOTE" --json > "$out/info_tier.json"
 
-# K hosts against an empty tier
-redis-cli -p $port flushall >/dev/null
-python3 tools/serve_sim.py --procs "$k" --cache-per-rank --cache-dir "$base/fleet" --label "fleet-$k-empty-tier" --json "$out/serve_fleet.json"
+# K hosts against an empty tier, FLEET_RUNS times (fresh folders and an emptied tier each)
+for run in $(seq 1 "${FLEET_RUNS:-1}"); do
+  redis-cli -p $port flushall >/dev/null
+  python3 tools/serve_sim.py --procs "$k" --cache-per-rank --cache-dir "$base/fleet$run" --label "fleet-$k-empty-tier-run$run" --json "$out/serve_fleet_run$run.json"
+done
 python3 -m qsa_warmup plan --json | python3 -c "import json,sys; print('planned', len(json.load(sys.stdin)['specs']))" | tee "$out/planned.txt"
 redis-cli -p $port shutdown nosave >/dev/null 2>&1
 unset QSA_WARMUP_REMOTE
