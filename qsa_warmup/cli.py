@@ -119,10 +119,25 @@ def _parser() -> argparse.ArgumentParser:
         "stats",
         help="what the cache holds (manifests, entries, bytes) and what was done with it",
     )
-    stats.add_argument("--cache-dir", metavar="DIR")
-    stats.add_argument("--json", action="store_true", help="machine-readable output")
     stats.add_argument("--zero", action="store_true", help="reset the counters")
-    stats.add_argument("-v", "--verbose", action="store_true")
+    gc = sub.add_parser(
+        "gc",
+        help="remove what no manifest needs, and old or least recently used manifests",
+    )
+    gc.add_argument(
+        "--max-size",
+        metavar="SIZE",
+        help="drop least recently used manifests until the cache fits (500M, 2G, 1.5GiB)",
+    )
+    gc.add_argument(
+        "--older-than", metavar="AGE", help="drop manifests not used for AGE (30d, 12h, 90s)"
+    )
+    gc.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
+    clear = sub.add_parser("clear", help="remove everything the cache holds")
+    for p in (stats, gc, clear):
+        p.add_argument("--cache-dir", metavar="DIR")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.add_argument("-v", "--verbose", action="store_true")
     imp.add_argument("bundle", metavar="FILE")
     imp.add_argument(
         "--force", action="store_true", help="install deployments of another toolchain too"
@@ -469,6 +484,52 @@ def _cmd_stats(args) -> int:
     return EXIT_OK
 
 
+def _cmd_gc(args) -> int:
+    from .cache import CacheFolder
+    from .collect import collect_garbage, parse_age, parse_size
+    from .planner import plan_source_digest
+
+    max_size = parse_size(args.max_size) if args.max_size is not None else None
+    older_than = parse_age(args.older_than) if args.older_than is not None else None
+    folder = CacheFolder(args.cache_dir or knobs.cache_dir())
+    report = collect_garbage(
+        folder,
+        max_size=max_size,
+        older_than=older_than,
+        dry_run=args.dry_run,
+        plan_digest=plan_source_digest(),
+        timeout=knobs.lock_timeout(),
+    )
+    if args.json:
+        print(json.dumps(report.to_json(), indent=1))
+        return EXIT_OK
+    verb = "would remove" if report.dry_run else "removed"
+    for name in report.manifests:
+        print(f"  manifest {name}")
+    for path in report.stray:
+        print(f"  stray {path}")
+    print(
+        f"{report.cache_dir}: {verb} {len(report.manifests)} manifests, "
+        f"{report.triton_folders} Triton folders, {report.plan_memos} plan memos, "
+        f"{report.toolchain_memos} toolchain memos, {len(report.stray)} stray paths: "
+        f"{report.bytes_before} -> {report.bytes_after} bytes"
+    )
+    return EXIT_OK
+
+
+def _cmd_clear(args) -> int:
+    from .cache import CacheFolder
+    from .collect import clear_cache
+
+    folder = CacheFolder(args.cache_dir or knobs.cache_dir())
+    freed = clear_cache(folder, timeout=knobs.lock_timeout())
+    if args.json:
+        print(json.dumps({"cache_dir": folder.root, "freed": freed}, indent=1))
+    else:
+        print(f"{folder.root}: cleared, {freed} bytes freed")
+    return EXIT_OK
+
+
 def _cmd_import(args) -> int:
     from .bundle import import_bundle
     from .cache import CacheFolder
@@ -558,6 +619,9 @@ def _check_expected_fingerprint(path: str, fingerprints: list[tuple[str, dict]])
 _COMMANDS = {"plan": _cmd_plan, "prebuild": _cmd_prebuild, "check": _cmd_check, "info": _cmd_info}
 
 
+_FOLDER_COMMANDS = {"stats": _cmd_stats, "gc": _cmd_gc, "clear": _cmd_clear}
+
+
 def _per_target(args, cfg, targets, folder) -> int:
     """Run the command for each target; JSON: the one payload, or ``{"targets": [...]}``."""
     outcomes = []
@@ -591,8 +655,8 @@ def _run(argv) -> int:
             return _cmd_export(args)
         if args.command == "import":
             return _cmd_import(args)
-        if args.command == "stats":
-            return _cmd_stats(args)
+        if args.command in _FOLDER_COMMANDS:
+            return _FOLDER_COMMANDS[args.command](args)
         cfg, targets, folder = _resolve(args)
         if getattr(args, "expect_fingerprint", None):
             from .cache import Fingerprint

@@ -24,6 +24,7 @@ from . import knobs
 from . import triton_compat as tc
 from ._fs import held_lock
 from .cache import BoundCache, CacheFolder, Lookup
+from .collect import in_use
 from .config import DeploymentConfig
 from .errors import CacheError, ConfigError
 from .planner import Plan, PlannedSpec, build_plan, kernel_functions, settle_kernel_hashes
@@ -246,6 +247,30 @@ def prebuild(
     caller just did). ``count``: add this build to the cache's counters (False: the caller, the
     startup hook, counts its whole start).
     Raises CacheError when something needs building and no layer is writable."""
+    with in_use(cache.primary):  # gc waits until the build is done
+        return _prebuild(
+            cache,
+            plan=plan,
+            jobs=jobs,
+            progress=progress,
+            lock_timeout=lock_timeout,
+            only=only,
+            fetch_first=fetch_first,
+            count=count,
+        )
+
+
+def _prebuild(
+    cache: BoundCache,
+    *,
+    plan: Plan | None = None,
+    jobs: int | None = None,
+    progress: Callable[[SpecResult, int, int], None] | None = None,
+    lock_timeout: float | None = None,
+    only: set[str] | None = None,
+    fetch_first: bool = True,
+    count: bool = True,
+) -> BuildReport:
     start = time.perf_counter()
     if cache.remote is not None:
         problem = cache.remote.key_problem()

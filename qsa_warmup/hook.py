@@ -42,6 +42,7 @@ from . import strict as strict_mode
 from . import triton_compat as tc
 from ._fs import held_lock
 from .cache import BoundCache, CacheFolder, Lookup, overlay_folder
+from .collect import in_use, mark_used
 from .config import DeploymentConfig, load_config
 from .errors import CacheError, ConfigError, WarmupUnavailable
 from .planner import Plan, settle_kernel_hashes
@@ -511,18 +512,24 @@ def warmup(
         primary, overlay = open_layers(root, warn)
         gpu, target, device = resolve_target(cfg, target, device)
         remote_url = knobs.remote_url() if remote is None else remote
-        cache = bind(cfg, target, primary, overlay, remote_url, warn)
-        install_triton_cache(cache, warn)
-        plan = cache.plan(offline=gpu is None)
-        found, todo = verify(cache, plan, warn)
-        todo = fetch_remote(cache, todo, found, warn)
-        by_pool = rebuild(cache, plan, todo, found, jobs=jobs, timeout=timeout, warn=warn)
-        offline_target = None if gpu is not None else tc.parse_target(target)
-        ready, loaded, compiled = load(plan, found, offline_target, device, warn)
-        if gpu is not None:
-            prepare_gpu(
-                ready, cache.write_folder or primary, device, jobs=jobs, timeout=timeout, warn=warn
-            )
+        with in_use(primary):  # gc removes nothing while this start reads the cache
+            cache = bind(cfg, target, primary, overlay, remote_url, warn)
+            install_triton_cache(cache, warn)
+            plan = cache.plan(offline=gpu is None)
+            found, todo = verify(cache, plan, warn)
+            todo = fetch_remote(cache, todo, found, warn)
+            by_pool = rebuild(cache, plan, todo, found, jobs=jobs, timeout=timeout, warn=warn)
+            offline_target = None if gpu is not None else tc.parse_target(target)
+            ready, loaded, compiled = load(plan, found, offline_target, device, warn)
+            if gpu is not None:
+                prepare_gpu(
+                    ready,
+                    cache.write_folder or primary,
+                    device,
+                    jobs=jobs,
+                    timeout=timeout,
+                    warn=warn,
+                )
     register_strict(plan, strict)
     report = WarmupReport(
         planned=len(plan.specs),
@@ -550,6 +557,7 @@ def _count(cache: BoundCache, report: WarmupReport) -> None:
     from .stats import add_counts
 
     damaged = sum(reason != "not built" for _, reason in report.rebuilt)
+    mark_used(cache.manifest_dir(cache.primary))  # for gc's least-recently-used order
     add_counts(
         cache.write_folder or cache.primary,
         starts=1,

@@ -68,7 +68,12 @@ from .targets import (
     target_limits,
     target_name,
 )
-from .toolchain import install_memoized_toolchain_identity, prime_toolchain_memo, toolchain_parts
+from .toolchain import (
+    install_memoized_toolchain_identity,
+    prime_toolchain_memo,
+    stale_memo_files,
+    toolchain_parts,
+)
 
 __all__ = [
     "restore",
@@ -117,6 +122,7 @@ __all__ = [
     # toolchain
     "install_memoized_toolchain_identity",
     "prime_toolchain_memo",
+    "stale_memo_files",
     "toolchain_parts",
     # C launchers
     "init_handles",

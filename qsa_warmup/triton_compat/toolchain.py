@@ -29,6 +29,7 @@ __all__ = [
     "install_memoized_toolchain_identity",
     "prime_toolchain_memo",
     "stat_identity",
+    "stale_memo_files",
 ]
 
 
@@ -93,6 +94,68 @@ def _memo(memo_dir: str, name: str, identity: str, compute):
     return value
 
 
+def _identity(paths, extra: str = "") -> str | None:
+    """:func:`stat_identity`, or None where this user may not stat a file (no memo then)."""
+    try:
+        return stat_identity(paths, extra)
+    except OSError:
+        return None
+
+
+def _triton_key_identity() -> str | None:
+    return _identity(_triton_key_inputs())
+
+
+def _ptxas_identity(arch: int) -> str | None:
+    # the files Triton may pick ptxas from (its knob's path, then the bundled binary), found
+    # without running ptxas as get_ptxas() does (a subprocess: ms on a warm start)
+    tool = type(knobs.nvidia).__dict__["ptxas_blackwell" if arch >= 100 else "ptxas"]
+    paths = [p for p in (knobs.getenv(tool.key), tool.default_path) if p and os.path.exists(p)]
+    return _identity(paths)
+
+
+def _platform_key_identity() -> str | None:
+    # machine() and system() are uname (cheap); architecture() is `file` on the interpreter
+    # found on PATH (no `file`: other defaults), so both files are the identity
+    tool = shutil.which("file")
+    paths = [p for p in (os.path.realpath(sys.executable), tool) if p]
+    return _identity(paths, f"{sys.executable}|{tool}|{platform.machine()}|{platform.system()}")
+
+
+def _libcuda_dirs_identity() -> str | None:
+    # ldconfig -p prints the linker cache; LD_LIBRARY_PATH is Triton's fallback
+    paths = [p for p in ("/etc/ld.so.cache", "/sbin/ldconfig") if os.path.exists(p)]
+    return _identity(paths, qsa_knobs.ld_library_path())
+
+
+def _memo_identity(name: str) -> str | None:
+    """The identity a memo named ``name`` (``triton_key``, ``ptxas90``, ...) has here, now."""
+    if name.startswith("ptxas") and name[5:].isdigit():
+        return _ptxas_identity(int(name[5:]))
+    fixed = {
+        "triton_key": _triton_key_identity,
+        "platform_key": _platform_key_identity,
+        "libcuda_dirs": _libcuda_dirs_identity,
+    }
+    return fixed[name]() if name in fixed else None
+
+
+def stale_memo_files(memo_dir: str) -> list[str]:
+    """The memo files in ``memo_dir`` this toolchain on this host would never read: computed
+    for another Triton, ptxas, interpreter or linker cache (or not memo files at all)."""
+    try:
+        names = sorted(os.listdir(memo_dir))
+    except OSError:
+        return []
+    stale = []
+    for file_name in names:
+        name, _, rest = file_name.rpartition("-")
+        ident = _memo_identity(name) if rest.endswith(".json") else None
+        if ident is None or rest != f"{ident[:32]}.json":
+            stale.append(os.path.join(memo_dir, file_name))
+    return stale
+
+
 def install_memoized_toolchain_identity(memo_dir: str) -> None:
     """Make what Triton recomputes in every fresh process cheap on a warm start, by remembering
     it in ``memo_dir`` under the size, mtime, ctime and inode of every file it is computed from:
@@ -112,46 +175,26 @@ def install_memoized_toolchain_identity(memo_dir: str) -> None:
     original_platform_key = _patches.original(_runtime_build, "platform_key")
     original_libcuda_dirs = _patches.original(nv_driver, "libcuda_dirs")
 
-    def identity(paths, extra=""):
-        # a file this user may not stat: no memo, Triton's own value
-        try:
-            return stat_identity(paths, extra)
-        except OSError:
-            return None
-
     def memo(name, ident, compute):
         return compute() if ident is None else _memo(memo_dir, name, ident, compute)
 
     @functools.lru_cache()
     def triton_key_memo():
-        return memo("triton_key", identity(_triton_key_inputs()), original_key)
+        return memo("triton_key", _triton_key_identity(), original_key)
 
     @functools.lru_cache()
     def ptxas_version_memo(arch: int = 80):
-        # the files Triton may pick ptxas from (its knob's path, then the bundled binary),
-        # found without running ptxas as get_ptxas() does (a subprocess: ms on a warm start)
-        tool = type(knobs.nvidia).__dict__["ptxas_blackwell" if arch >= 100 else "ptxas"]
-        paths = [p for p in (knobs.getenv(tool.key), tool.default_path) if p and os.path.exists(p)]
-        return memo(f"ptxas{arch}", identity(paths), lambda: original_ptxas(arch))
+        return memo(f"ptxas{arch}", _ptxas_identity(arch), lambda: original_ptxas(arch))
 
     @functools.lru_cache()
     def platform_key_memo():
-        # machine() and system() are uname (cheap); architecture() is `file` on the interpreter
-        # found on PATH (no `file`: other defaults), so both files are the identity
-        tool = shutil.which("file")
-        paths = [p for p in (os.path.realpath(sys.executable), tool) if p]
-        extra = f"{sys.executable}|{tool}|{platform.machine()}|{platform.system()}"
-        return memo("platform_key", identity(paths, extra), original_platform_key)
+        return memo("platform_key", _platform_key_identity(), original_platform_key)
 
     @functools.lru_cache()
     def libcuda_dirs_memo():
         if knobs.nvidia.libcuda_path:  # Triton takes it as given, with no subprocess
             return original_libcuda_dirs()
-        # ldconfig -p prints the linker cache; LD_LIBRARY_PATH is Triton's fallback
-        paths = [p for p in ("/etc/ld.so.cache", "/sbin/ldconfig") if os.path.exists(p)]
-        dirs = memo(
-            "libcuda_dirs", identity(paths, qsa_knobs.ld_library_path()), original_libcuda_dirs
-        )
+        dirs = memo("libcuda_dirs", _libcuda_dirs_identity(), original_libcuda_dirs)
         if not any(os.path.exists(os.path.join(d, "libcuda.so.1")) for d in dirs):
             return original_libcuda_dirs()  # moved since: Triton's own lookup (and its message)
         return dirs
