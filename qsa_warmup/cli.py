@@ -87,6 +87,17 @@ def _parser() -> argparse.ArgumentParser:
         help="also run the launchers over the envelope and fail on any unplanned specialization",
     )
     check.add_argument("--seed", type=int, default=0, help="seed of the --trace sweep")
+    check.add_argument(
+        "--explain",
+        action="store_true",
+        help="for each spec not ready: what differs from the nearest cached entry, what to do",
+    )
+    explain = sub.add_parser(
+        "explain",
+        parents=[common],
+        help="why a planned spec is missing or stale: its key against the nearest entry",
+    )
+    explain.add_argument("spec_id", metavar="SPEC_ID", help="a spec id, as `plan` lists them")
     info = sub.add_parser(
         "info", parents=[common], help="fingerprint, cache folder, entry count and size"
     )
@@ -369,8 +380,23 @@ def _cmd_check(args, cfg, target, folder) -> _Outcome:
             f"trace: {t['launches']} launcher calls requested {t['requested']} specializations, "
             f"{len(t['unplanned'])} not in the plan, {len(t['uncached'])} not cached"
         )
+    if args.explain:
+        from .explain import explain_spec
+
+        explained = [explain_spec(cache, plan, s["spec"]) for s in out["failing"]]
+        out["explain"] = [e.to_json() for e in explained]
+        lines += [line for e in explained for line in e.lines()]
     lines.append(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
     return _Outcome(EXIT_CHECK_FAILED if failing or trace_failed else EXIT_OK, out, lines)
+
+
+def _cmd_explain(args, cfg, target, folder) -> _Outcome:
+    from .cache import BoundCache
+    from .explain import explain_spec
+    from .planner import build_plan
+
+    explained = explain_spec(BoundCache(cfg, target, folder), build_plan(cfg, target), args.spec_id)
+    return _Outcome(EXIT_OK, explained.to_json(), explained.lines())
 
 
 def _remote_check(cache, plan) -> dict:
@@ -616,7 +642,13 @@ def _check_expected_fingerprint(path: str, fingerprints: list[tuple[str, dict]])
         raise ConfigError.several(problems)
 
 
-_COMMANDS = {"plan": _cmd_plan, "prebuild": _cmd_prebuild, "check": _cmd_check, "info": _cmd_info}
+_COMMANDS = {
+    "plan": _cmd_plan,
+    "prebuild": _cmd_prebuild,
+    "check": _cmd_check,
+    "info": _cmd_info,
+    "explain": _cmd_explain,
+}
 
 
 _FOLDER_COMMANDS = {"stats": _cmd_stats, "gc": _cmd_gc, "clear": _cmd_clear}

@@ -275,3 +275,75 @@ def test_gc_and_clear_refuse_bad_input_in_one_line(tmp_path):
     assert _ok(src, "--preset", "tiny") == 5  # refused: nothing removed
     assert cli_json("clear", "--cache-dir", src)["freed"] > 0
     assert os.listdir(src) == ["locks"] and _ok(src, "--preset", "tiny") == 0
+
+
+# -- explain --------------------------------------------------------------------------------
+
+
+def test_key_differences_name_each_part_after_the_kernel_parameters():
+    from qsa_warmup.explain import key_differences
+
+    cached = "[('*fp32', 'D'), ('i32', ''), ('constexpr', 512)]{'num_warps': 4, 'debug': False}"
+    planned = "[('*fp32', 'D'), ('i32', 'D'), ('constexpr', 1024)]{'num_warps': 8, 'debug': False}"
+    assert key_differences(cached, planned, ["x", "n", "BLOCK"]) == [
+        "argument n: i32, not divisible by 16 cached, i32, divisible by 16 planned",
+        "constexpr BLOCK: 512 cached, 1024 planned",
+        "option num_warps: 4 cached, 8 planned",
+    ]
+    assert key_differences(planned, planned, ["x", "n", "BLOCK"]) == []
+
+
+def _explain(root, spec, *config):
+    return cli_json("explain", spec, *config, "--cache-dir", root)
+
+
+def test_explain_names_the_toolchain_part_the_constexpr_and_the_specialization(
+    two_deployments, tmp_path
+):
+    from _subproc import entry_files, fake_other_toolchain
+
+    src, wide = two_deployments
+    # a constexpr: the wide config's decode kernel against tiny's
+    root = shutil.copytree(src, str(tmp_path / "c"))
+    spec = "decode.bf16.dql1.qg1.n128.s1.tpp2.w4"
+    tiny_only = str(tmp_path / "tiny")
+    cli_json("prebuild", "--preset", "tiny", "--cache-dir", tiny_only)
+    out = _explain(tiny_only, spec, "--config", wide)
+    assert (
+        out["state"] == "missing"
+        and "constexpr NUM_HEADS: 4 cached, 8 planned" in out["differences"]
+    ), out
+    assert any("prebuild this config" in a for a in out["advice"])
+    # an argument's specialization: the entry's key edited to another divisibility
+    path, entry = entry_files(tiny_only, "topk.single.b1024.w4")
+    entry["key"] = entry["key"].replace("'D'", "''", 1)
+    with open(path, "w") as f:
+        json.dump(entry, f)
+    assert "'D'" in entry["key"]
+    out = _explain(tiny_only, "topk.single.b1024.w4", "--preset", "tiny")
+    assert any(
+        d.startswith("argument ") and "not divisible by 16 cached" in d for d in out["differences"]
+    ), out
+    # the toolchain: the only manifest built by "another Python"
+    fake_other_toolchain(tiny_only, "python", "3.10")
+    out = _explain(tiny_only, spec, "--preset", "tiny")
+    assert out["state"] == "stale" and out["differences"][0].startswith(
+        "toolchain: python 3.10 cached"
+    ), out
+    assert "another toolchain" in out["advice"][0]
+    # ready: said so
+    assert _explain(root, spec, "--preset", "tiny")["state"] == "ok"
+
+
+def test_check_explain_and_an_unknown_spec_id(two_deployments, tmp_path):
+    src, wide = two_deployments
+    root = str(tmp_path / "c")
+    cli_json("prebuild", "--preset", "tiny", "--cache-dir", root)
+    out = json.loads(
+        cli("check", "--config", wide, "--cache-dir", root, "--explain", "--json").stdout
+    )
+    assert [e["spec"] for e in out["explain"]] == [f["spec"] for f in out["failing"]]
+    assert all(e["nearest"] and e["advice"] for e in out["explain"])
+    p = cli("explain", "topk.single.b1024.w9", "--preset", "tiny", "--cache-dir", root)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "SPEC_ID" in p.stderr and "closest: topk.single.b1024.w4" in p.stderr
