@@ -7,7 +7,9 @@ startup hook, then run the launchers over a randomized sweep of the envelope wit
 Each rank prints one JSON line: the hook's report, compiles seen after warmup (Triton's
 compilation listener), launcher calls, and spot-check failures. ``--cache-per-rank`` gives
 each rank a folder of its own (``DIR/rank<N>``: separate hosts of a fleet, sharing only the
-tier that ``QSA_WARMUP_REMOTE`` names, if any).
+tier that ``QSA_WARMUP_REMOTE`` names, if any). ``--devices N`` puts rank r on GPU r % N, as a
+tensor-parallel server does (each rank sets its device, then ``warmup(device=r)``); without
+it every rank shares the current GPU.
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ def rank_main(args):
     from kernels import reference as ref
     from qsa_warmup.trace import Inputs, sweep_envelope
 
+    device = args.rank % args.devices if args.devices else None
+    if device is not None:
+        torch.cuda.set_device(device)
     start = time.perf_counter()
     cache_dir = args.cache_dir
     if args.cache_per_rank:
         cache_dir = os.path.join(cache_dir, f"rank{args.rank}")
-    report = qsa_warmup.warmup(args.preset, cache_dir=cache_dir, strict="error")
+    report = qsa_warmup.warmup(args.preset, cache_dir=cache_dir, strict="error", device=device)
     hook_s = time.perf_counter() - start
     after = {"compiles": 0, "cache_file_loads": 0}
     knobs.compilation.listener = lambda **kw: after.__setitem__(
@@ -101,7 +106,12 @@ def rank_main(args):
             run,
             seed=args.rank,
             samples=8,
-            inputs=Inputs("cuda", realistic=True, num_blocks=4096, seed=args.rank),
+            inputs=Inputs(
+                "cuda" if device is None else f"cuda:{device}",
+                realistic=True,
+                num_blocks=4096,
+                seed=args.rank,
+            ),
         )
         torch.cuda.synchronize()
     except qsa_warmup.StrictModeError as exc:
@@ -110,6 +120,7 @@ def rank_main(args):
         json.dumps(
             {
                 "rank": args.rank,
+                "device": report.device,
                 "hook_s": hook_s,
                 "loaded": report.loaded,
                 "compiled_in_hook": report.compiled,
@@ -140,6 +151,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--rank", type=int)
     ap.add_argument("--cache-per-rank", action="store_true", help="one cache folder per rank")
+    ap.add_argument("--devices", type=int, help="GPUs to spread the ranks over (rank r: r %% N)")
     args = ap.parse_args()
     if args.rank is not None:
         return rank_main(args)
@@ -159,7 +171,8 @@ def main():
                 "--check-rate",
                 str(args.check_rate),
             ]
-            + (["--cache-per-rank"] if args.cache_per_rank else []),
+            + (["--cache-per-rank"] if args.cache_per_rank else [])
+            + (["--devices", str(args.devices)] if args.devices else []),
             stdout=subprocess.PIPE,
             env=env,
             text=True,
@@ -170,6 +183,7 @@ def main():
     summary = {
         "label": args.label,
         "procs": args.procs,
+        "devices": sorted({r["device"] for r in ranks if r["device"] is not None}),
         "wall_s": time.perf_counter() - start,
         "compiled_in_hooks": sum(r["compiled_in_hook"] for r in ranks),
         "fetched_in_hooks": sum(r["fetched_in_hook"] for r in ranks),
