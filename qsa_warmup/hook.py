@@ -169,11 +169,28 @@ def resolve_target(cfg: DeploymentConfig, target: str | None, device: int | None
         return None, name, None
     import torch
 
-    device = torch.cuda.current_device() if device is None else device
+    device = torch.cuda.current_device() if device is None else _checked_device(device)
     with tc.device_context(device):
-        name = tc.target_name(tc.current_gpu_target())
+        gpu = tc.current_gpu_target()  # this device's: a host may mix GPU generations
+    name = tc.target_name(gpu)
     cfg.check_target(name, "GPU target")
     return gpu, name, device
+
+
+def _checked_device(device) -> int:
+    """A device index this process can use, or a ConfigError naming what it sees."""
+    import torch
+
+    count = torch.cuda.device_count()
+    if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < count:
+        visible = knobs.visible_devices()
+        seen = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
+        raise ConfigError(
+            "device",
+            f"{device!r} is not a CUDA device index of this process: it sees {count}{seen}; "
+            f"give 0..{count - 1}, counted within the visible devices",
+        )
+    return device
 
 
 def bind(cfg, target, primary, overlay, remote_url: str | None, warn) -> BoundCache:

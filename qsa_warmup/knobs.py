@@ -17,6 +17,7 @@ __all__ = [
     "jobs",
     "interpreter_requested",
     "ld_library_path",
+    "visible_devices",
     "CACHE_DIR_ENV",
     "CONFIG_ENV",
     "STRICT_ENV",
@@ -115,6 +116,11 @@ def remote_key() -> bytes | None:
 def remote_readonly() -> bool:
     """Never publish to the shared tier (servers), whatever the URL says."""
     return os.environ.get(REMOTE_READONLY_ENV, "0").strip().lower() in _TRUE
+
+
+def visible_devices() -> str | None:
+    """CUDA's ``CUDA_VISIBLE_DEVICES`` (device indices count within it), or None when unset."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 def ld_library_path() -> str:

@@ -223,3 +223,34 @@ def test_vllm_plugin_warms_a_worker_on_the_gpu(tmp_path):
     )
     out = last_json(p)
     assert out == {"planned": 5, "loaded": 5, "device": 0, "strict": "error"}
+
+
+def test_a_device_index_outside_the_visible_devices_is_one_clear_error(monkeypatch):
+    # simulated: a process that sees 2 GPUs of a host, through CUDA_VISIBLE_DEVICES
+    import torch
+
+    from qsa_warmup.errors import ConfigError
+    from qsa_warmup.hook import _checked_device
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    assert _checked_device(1) == 1
+    for bad in (2, -1, "1", True):
+        with pytest.raises(ConfigError) as err:
+            _checked_device(bad)
+        assert err.value.field == "device"
+        assert "sees 2 (CUDA_VISIBLE_DEVICES=4,5)" in str(err.value) and "0..1" in str(err.value)
+
+
+@pytest.mark.gpu
+def test_warmup_on_a_device_this_process_does_not_see(tmp_path):
+    import torch
+
+    p = python(
+        f"""
+        import qsa_warmup
+        qsa_warmup.warmup("tiny", cache_dir={str(tmp_path)!r}, device={torch.cuda.device_count()})
+        """,
+        check=False,
+    )
+    assert p.returncode != 0 and "is not a CUDA device index of this process" in p.stderr
