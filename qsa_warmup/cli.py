@@ -474,17 +474,24 @@ def _cmd_export(args) -> int:
     report = export_bundle(
         folder, names, args.out, key=knobs.remote_key(), compression=args.compression
     )
+    _print_bundle_report(
+        args,
+        report,
+        f"{report.files} files, {report.bytes} bytes ({report.compression}"
+        f"{', signed' if report.signed else ''}) -> {report.path}\ndigest {report.digest}",
+    )
+    return EXIT_OK
+
+
+def _print_bundle_report(args, report, last_line: str) -> None:
+    """export's and import's output: the report as JSON, else a line per deployment and one
+    closing line."""
     if args.json:
         print(json.dumps(report.__dict__, indent=1))
-    else:
-        for d in report.deployments:
-            print(f"  {d['target']:<7} {d['specs']:>4} specs  {d['manifest']}")
-        print(
-            f"{report.files} files, {report.bytes} bytes ({report.compression}"
-            f"{', signed' if report.signed else ''}) -> {report.path}\n"
-            f"digest {report.digest}"
-        )
-    return EXIT_OK
+        return
+    for d in report.deployments:
+        print(f"  {d['target']:<7} {d['specs']:>4} specs  {d['manifest']}")
+    print(last_line)
 
 
 def _cmd_stats(args) -> int:
@@ -571,15 +578,12 @@ def _cmd_import(args) -> int:
     report = import_bundle(
         args.bundle, folder, force=args.force, key=knobs.remote_key(), require=require
     )
-    if args.json:
-        print(json.dumps(report.__dict__, indent=1))
-    else:
-        for d in report.deployments:
-            print(f"  {d['target']:<7} {d['specs']:>4} specs  {d['manifest']}")
-        print(
-            f"verified and installed into {report.cache_dir}: {report.added} files added, "
-            f"{report.present} already present (digest {report.digest})"
-        )
+    _print_bundle_report(
+        args,
+        report,
+        f"verified and installed into {report.cache_dir}: {report.added} files added, "
+        f"{report.present} already present (digest {report.digest})",
+    )
     return EXIT_OK
 
 
