@@ -356,21 +356,18 @@ def _fetch_first(cache: BoundCache, plan: Plan, todo: list[str], done) -> list[s
 
 
 def _remote_summary(remote, results: list[SpecResult]) -> dict | None:
-    """The tier's counters of this build: this process's and its workers'."""
+    """The tier's counters of this build, the workers' folded into this process's first (so
+    that the bound cache's counters are the whole build's, whoever reads them)."""
     if remote is None:
         return None
-    from .remote import RemoteStats
-
-    stats = RemoteStats(**dataclasses.asdict(remote.stats))
-    problems = list(remote.problems)
     for r in results:
-        stats.add(r.remote)
-        problems += [p for p in r.remote_problems if p not in problems]
+        remote.stats.add(r.remote)
+        remote.problems += [p for p in r.remote_problems if p not in remote.problems]
     return {
         "url": remote.settings.display,
         "readonly": remote.settings.readonly,
-        **dataclasses.asdict(stats),
-        "problems": problems,
+        **dataclasses.asdict(remote.stats),
+        "problems": list(remote.problems),
     }
 
 

@@ -355,8 +355,8 @@ def rebuild(
             )
             report = {**report.__dict__, "results": [r.__dict__ for r in report.results]}
         compiled, failed = report["compiled"], report["failed"]
-        if cache.remote is not None:
-            _merge_remote(cache, report, child=child)
+        if child and cache.remote is not None:
+            _merge_remote(cache, report)
         if failed:
             warn(f"{failed} specs failed to build in the pool; compiling them in-process")
     except OSError as exc:
@@ -379,18 +379,14 @@ def _remote_report(cache: BoundCache) -> dict | None:
     }
 
 
-def _merge_remote(cache: BoundCache, report: dict, *, child: bool) -> None:
-    """Add the build's shared-tier counters to this process's: a child's in full; an
-    in-process build's workers' (this process's own are counted already)."""
+def _merge_remote(cache: BoundCache, report: dict) -> None:
+    """Add a child build's shared-tier counters to this process's (an in-process build
+    counts into the bound cache's own)."""
     from .remote import RemoteStats
 
     remote, theirs = cache.remote, report.get("remote") or {}
-    if child:
-        fields = set(dataclasses.asdict(RemoteStats()))
-        remote.stats.add({k: v for k, v in theirs.items() if k in fields})
-    else:
-        for result in report["results"]:
-            remote.stats.add(result["remote"])
+    fields = set(dataclasses.asdict(RemoteStats()))
+    remote.stats.add({k: v for k, v in theirs.items() if k in fields})
     for message in theirs.get("problems", []):
         if message not in remote.problems:
             remote.problems.append(message)
