@@ -18,6 +18,37 @@ def child_env(**extra):
     return env
 
 
+def cli_argv(*args):
+    return [sys.executable, "-m", "qsa_warmup", *map(str, args)]
+
+
+def together(argvs, *, timeout=600):
+    """Start every command at once (processes starting together, as ranks and hosts do);
+    the JSON each printed (its whole stdout, else its last line), in order."""
+    procs = [
+        subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=ROOT,
+        )
+        for argv in argvs
+    ]
+    outs = [p.communicate(timeout=timeout) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, f"exit {p.returncode}\n{out[-2000:]}\n{err[-3000:]}"
+    return [_printed_json(out) for out, _ in outs]
+
+
+def _printed_json(out):
+    try:
+        return json.loads(out)
+    except ValueError:
+        return json.loads(out.strip().splitlines()[-1])
+
+
 def cli(*args, env=None, timeout=600):
     return subprocess.run(
         [sys.executable, "-m", "qsa_warmup", *map(str, args)],

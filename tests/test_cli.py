@@ -13,10 +13,12 @@ from _subproc import (
     binary_path,
     child_env,
     cli,
+    cli_argv,
     cli_json,
     entry_files,
     fake_other_toolchain,
     python,
+    together,
     try_readonly_bind,
 )
 
@@ -132,30 +134,8 @@ def test_other_toolchain_is_stale(built, tmp_path):
 
 def test_concurrent_prebuilds_compile_each_spec_once(tmp_path):
     root = str(tmp_path / "shared")
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "qsa_warmup",
-                "prebuild",
-                "--preset",
-                "tiny",
-                "--cache-dir",
-                root,
-                "--json",
-                "--jobs",
-                "1",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=child_env(),
-            text=True,
-            cwd=ROOT,
-        )
-        for _ in range(4)
-    ]
-    reports = [json.loads(p.communicate(timeout=600)[0]) for p in procs]
+    argv = cli_argv("prebuild", "--preset", "tiny", "--cache-dir", root, "--json", "--jobs", 1)
+    reports = together([argv] * 4)
     assert sum(r["compiled"] for r in reports) == 5
     assert all(r["failed"] == 0 and r["compiled"] + r["cached"] == 5 for r in reports)
     assert cli_json("check", "--preset", "tiny", "--cache-dir", root)["ok"] == 5

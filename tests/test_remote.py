@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from _subproc import child_env, cli, cli_json, last_json
+from _subproc import child_env, cli, cli_argv, cli_json, last_json, together
 
 pytestmark = pytest.mark.slow
 
@@ -152,31 +152,23 @@ def test_a_cold_host_fetches_everything_from_a_warm_tier(published, tmp_path):
 
 
 def test_hosts_starting_together_compile_each_spec_once(tier, tmp_path):
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "qsa_warmup",
+    reports = together(
+        [
+            cli_argv(
                 "prebuild",
                 "--preset",
                 "tiny",
                 "--json",
                 "--jobs",
-                "2",
+                2,
                 "--cache-dir",
-                str(tmp_path / f"host{i}"),
+                tmp_path / f"host{i}",
                 "--remote",
                 tier.url(),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-        )
-        for i in range(4)
-    ]
-    reports = [json.loads(p.communicate(timeout=600)[0]) for p in procs]
+            )
+            for i in range(4)
+        ]
+    )
     assert sum(r["compiled"] for r in reports) == TINY
     assert all(r["compiled"] + r["fetched"] == TINY for r in reports)
 
@@ -185,17 +177,9 @@ def test_hosts_whose_starts_find_the_tier_slow_still_compile_each_spec_once(tier
     # every start gives up waiting on the tier at once (a budget of a microsecond, as on a
     # host whose cores are all busy), yet the builds that follow use its locks
     url = tier.url(budget="0.000001")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WARMUP, str(tmp_path / f"host{i}"), url],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-        )
-        for i in range(3)
-    ]
-    reports = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
+    reports = together(
+        [[sys.executable, "-c", WARMUP, str(tmp_path / f"host{i}"), url] for i in range(3)]
+    )
     assert sum(r["compiled"] for r in reports) == TINY, reports
     assert all(r["loaded"] == TINY for r in reports)
     assert any("slow" in w for r in reports for w in r["warnings"])
