@@ -248,98 +248,75 @@ def prebuild(
     startup hook, counts its whole start).
     Raises CacheError when something needs building and no layer is writable."""
     with in_use(cache.primary):  # gc waits until the build is done
-        return _prebuild(
-            cache,
-            plan=plan,
-            jobs=jobs,
-            progress=progress,
-            lock_timeout=lock_timeout,
-            only=only,
-            fetch_first=fetch_first,
-            count=count,
+        start = time.perf_counter()
+        if cache.remote is not None:
+            problem = cache.remote.key_problem()
+            if problem:
+                raise ConfigError(knobs.REMOTE_KEY_ENV, problem)
+        plan = plan or cache.plan(
+            offline=True
+        )  # memoized: a server starting on this cache skips planning
+        lock_timeout = knobs.lock_timeout() if lock_timeout is None else lock_timeout
+        results: list[SpecResult] = []
+
+        def done(result: SpecResult) -> None:
+            results.append(result)
+            if progress:
+                progress(result, len(results), len(plan.specs))
+
+        todo = []
+        for spec in plan.specs:  # cheap pass in this process: most of a warm cache needs no pool
+            if (only is not None and spec.id not in only) or cache.lookup(spec).ok:
+                done(SpecResult(spec.id, "cached"))
+            else:
+                todo.append(spec.id)
+        if todo and fetch_first and cache.remote is not None and cache.write_folder is not None:
+            todo = _fetch_first(cache, plan, todo, done)
+        if todo and cache.write_folder is None:
+            raise CacheError(
+                cache.primary.root,
+                f"read-only, and {len(todo)} of {len(plan.specs)} specs are not "
+                "built; build into a writable --cache-dir, then copy or mount it",
+            )
+        if cache.write_folder is not None:
+            cache.write_folder.ensure_dirs()
+            cache.write_manifest([s.id for s in plan.specs])
+        if todo:
+            jobs = max(1, min(jobs or knobs.jobs(), len(todo)))
+            _run_pool(cache, plan, todo, jobs, lock_timeout, done)
+        unloadable = [
+            u
+            for s in plan.specs
+            if only is None or s.id in only
+            if (u := cache.loadable(cache.lookup(s))).state == "unloadable"
+        ]
+        if count and cache.write_folder is not None:
+            from .stats import add_counts
+
+            add_counts(
+                cache.write_folder,
+                builds=1,
+                compiles=sum(r.outcome == "compiled" for r in results),
+                fetched=sum(r.outcome == "fetched" for r in results),
+                rebuilt_after_damage=sum(r.repaired for r in results),
+            )
+        order = {s.id: i for i, s in enumerate(plan.specs)}
+        results.sort(key=lambda r: order[r.spec_id])
+        count = lambda o: sum(r.outcome == o for r in results)  # noqa: E731
+        return BuildReport(
+            planned=len(plan.specs),
+            compiled=count("compiled"),
+            cached=count("cached"),
+            fetched=count("fetched"),
+            failed=count("failed"),
+            seconds=time.perf_counter() - start,
+            cache_dir=cache.primary.root,
+            target=cache.target,
+            fingerprint=cache.fingerprint.parts,
+            unloadable=unloadable,
+            results=results,
+            remote=_remote_summary(cache.remote, results),
         )
-
-
-def _prebuild(
-    cache: BoundCache,
-    *,
-    plan: Plan | None = None,
-    jobs: int | None = None,
-    progress: Callable[[SpecResult, int, int], None] | None = None,
-    lock_timeout: float | None = None,
-    only: set[str] | None = None,
-    fetch_first: bool = True,
-    count: bool = True,
-) -> BuildReport:
-    start = time.perf_counter()
-    if cache.remote is not None:
-        problem = cache.remote.key_problem()
-        if problem:
-            raise ConfigError(knobs.REMOTE_KEY_ENV, problem)
-    plan = plan or cache.plan(
-        offline=True
-    )  # memoized: a server starting on this cache skips planning
-    lock_timeout = knobs.lock_timeout() if lock_timeout is None else lock_timeout
-    results: list[SpecResult] = []
-
-    def done(result: SpecResult) -> None:
-        results.append(result)
-        if progress:
-            progress(result, len(results), len(plan.specs))
-
-    todo = []
-    for spec in plan.specs:  # cheap pass in this process: most of a warm cache needs no pool
-        if (only is not None and spec.id not in only) or cache.lookup(spec).ok:
-            done(SpecResult(spec.id, "cached"))
-        else:
-            todo.append(spec.id)
-    if todo and fetch_first and cache.remote is not None and cache.write_folder is not None:
-        todo = _fetch_first(cache, plan, todo, done)
-    if todo and cache.write_folder is None:
-        raise CacheError(
-            cache.primary.root,
-            f"read-only, and {len(todo)} of {len(plan.specs)} specs are not "
-            "built; build into a writable --cache-dir, then copy or mount it",
-        )
-    if cache.write_folder is not None:
-        cache.write_folder.ensure_dirs()
-        cache.write_manifest([s.id for s in plan.specs])
-    if todo:
-        jobs = max(1, min(jobs or knobs.jobs(), len(todo)))
-        _run_pool(cache, plan, todo, jobs, lock_timeout, done)
-    unloadable = [
-        u
-        for s in plan.specs
-        if only is None or s.id in only
-        if (u := cache.loadable(cache.lookup(s))).state == "unloadable"
-    ]
-    if count and cache.write_folder is not None:
-        from .stats import add_counts
-
-        add_counts(
-            cache.write_folder,
-            builds=1,
-            compiles=sum(r.outcome == "compiled" for r in results),
-            fetched=sum(r.outcome == "fetched" for r in results),
-            rebuilt_after_damage=sum(r.repaired for r in results),
-        )
-    order = {s.id: i for i, s in enumerate(plan.specs)}
-    results.sort(key=lambda r: order[r.spec_id])
-    count = lambda o: sum(r.outcome == o for r in results)  # noqa: E731
-    return BuildReport(
-        planned=len(plan.specs),
-        compiled=count("compiled"),
-        cached=count("cached"),
-        fetched=count("fetched"),
-        failed=count("failed"),
-        seconds=time.perf_counter() - start,
-        cache_dir=cache.primary.root,
-        target=cache.target,
-        fingerprint=cache.fingerprint.parts,
-        unloadable=unloadable,
-        results=results,
-        remote=_remote_summary(cache.remote, results),
-    )
 
 
 def _fetch_first(cache: BoundCache, plan: Plan, todo: list[str], done) -> list[str]:
