@@ -19,6 +19,8 @@ from typing import Any, Iterator
 import torch
 import triton
 
+from . import _fast_launch
+
 __all__ = [
     "KernelLaunch",
     "TensorMeta",
@@ -144,9 +146,9 @@ class KernelLaunch:
     options: dict = field(default_factory=dict)
 
     def run(self) -> None:
-        if math.prod(self.grid) == 0:
+        if 0 in self.grid:
             return
-        self.kernel[self.grid](*self.args, **self.options)
+        _fast_launch.launch(self.kernel, self.grid, self.args, self.options)
 
     def warmup(self):
         """Compile (or load from Triton's cache) without launching; returns the CompiledKernel."""

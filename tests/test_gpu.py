@@ -88,3 +88,34 @@ def test_topk_full_size_exact():
     out = torch.full((64, 512), INT_POISON, dtype=torch.int32, device="cuda")
     ragged_topk(logits, lengths, 512, out)
     assert_topk_matches(out, logits, lengths.cpu(), 512)
+
+
+def test_fast_launch_path_gives_tritons_results():
+    from kernels import qsa_select_paged_prefill
+    from kernels._fast_launch import fast_launch_stats, triton_launches_only
+
+    q, k_cache, page_table, visible = _decode_case(64, 1, torch.bfloat16, width=512, seed=3)
+    logits = torch.randn(64, 32768, device="cuda")
+    lengths = visible.clone()
+
+    def run_ops():
+        block_indices = torch.full((64, 512), INT_POISON, dtype=torch.int32, device="cuda")
+        qsa_select_paged_decode(q, k_cache, page_table, visible, 2048, 4, 1, block_indices)
+        topk = torch.full((64, 2048), INT_POISON, dtype=torch.int32, device="cuda")
+        ragged_topk(logits, lengths, 2048, topk)
+        starts = torch.tensor([0, 64], dtype=torch.int32, device="cuda")
+        selected = torch.full((64, 512), INT_POISON, dtype=torch.int32, device="cuda")
+        qsa_select_paged_prefill(
+            q, k_cache, page_table[:1].contiguous(), starts, visible, 2048, 4, 64, selected, 32768
+        )
+        return [t.sort(dim=1).values for t in (block_indices, topk, selected)]
+
+    with triton_launches_only():
+        want = run_ops()
+    run_ops()  # binds each variant to the fast path
+    before = fast_launch_stats()["fast"]
+    got = run_ops()
+    torch.cuda.synchronize()
+    assert fast_launch_stats()["fast"] - before >= 5  # scoring, top-k launches, all fast
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)

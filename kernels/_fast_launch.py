@@ -1,0 +1,191 @@
+"""Eager launches straight to the compiled kernel, once Triton has chosen it.
+
+``JITFunction.run`` pays, on every launch, for its binder, a cache key built from ``str`` of
+every option, a dozen knob reads and a global-value check: tens of microseconds a call, more
+than the kernel itself for a decode step. A launch here first builds a cheaper key that is at
+least as fine as Triton's (every argument's Triton type, its 16-byte alignment, the int
+specializations 1 and multiple of 16 whether or not the kernel specializes on them, every
+option's name, type and value, the device and the two knobs that enter Triton's key). The first
+launch of a key goes through ``JITFunction.run`` and remembers the kernel Triton chose; later
+ones call that kernel's launcher directly, as ``JITFunction.run`` itself does, after checking
+that Triton's in-memory cache still holds the same kernel under the same key (a cache emptied
+for a rebuild sends the launch back through Triton, its hooks included).
+
+Never taken: under the interpreter, with a launch enter/exit hook or a kernel pre-run hook set
+(profilers), for argument types other than tensors, ints, bools, floats and None, or while
+:func:`triton_launches_only` is in force. Not repeated on the fast path: Triton's check that a
+global the kernel read has not been reassigned since it compiled (the kernels here read module
+constants only).
+
+This module and :mod:`kernels._launch` are the only places in ``kernels/`` that know how
+Triton's runtime launches (written against Triton 3.6).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, NamedTuple
+
+import torch
+from triton import knobs
+from triton.knobs import HookChain
+from triton.runtime.driver import driver
+from triton.runtime.jit import JITFunction
+
+__all__ = ["launch", "triton_launches_only", "fast_launch_stats", "forget_fast_launches"]
+
+
+class _Bound(NamedTuple):
+    """What a fast launch needs, and what proves it is still Triton's choice."""
+
+    triton_key: str
+    compiled: Any
+    constexpr_tail: tuple  # option values of the parameters after the positional ones
+
+
+_bound: dict[tuple, _Bound] = {}
+_local = threading.local()
+_stats = {"fast": 0, "triton": 0}
+
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+
+
+def _arg_class(arg) -> object:
+    """Every property of ``arg`` that Triton's specialization may depend on (finer is fine)."""
+    cls = arg.__class__
+    if cls is torch.Tensor:
+        return (arg.dtype, arg.data_ptr() % 16 == 0)
+    if cls is int:
+        # Triton types ints as i32, i64 or u64 by range and specializes 1 and multiples of 16
+        return (arg == 1, arg % 16 == 0, _I32_MIN <= arg <= _I32_MAX, arg < 0, arg >= 2**63)
+    if cls is bool or arg is None:
+        return (cls, arg)
+    if cls is float:  # every float is an fp32 argument, whatever its value
+        return cls
+    raise _NotFast
+
+
+class _NotFast(Exception):
+    pass
+
+
+def _fast_key(kernel, device, args, options) -> tuple:
+    return (
+        kernel,
+        device,
+        tuple(map(_arg_class, args)),
+        tuple(options.items()),
+        tuple(map(type, options.values())),
+        knobs.runtime.debug,
+        knobs.compilation.instrumentation_mode,
+    )
+
+
+def _hook_active(hook) -> bool:
+    # Triton 3.6 keeps launch hooks in chains that are empty unless a profiler adds to them
+    return hook is not None and (not isinstance(hook, HookChain) or bool(hook.calls))
+
+
+def _hooks_set(kernel) -> bool:
+    runtime = knobs.runtime
+    return (
+        _hook_active(runtime.launch_enter_hook)
+        or _hook_active(runtime.launch_exit_hook)
+        or bool(kernel.pre_run_hooks)
+    )
+
+
+def launch(kernel, grid: tuple[int, ...], args: tuple, options: dict) -> None:
+    """``kernel[grid](*args, **options)``, on the fast path when it may be taken."""
+    if _fast_path_off(kernel):
+        _through_triton(kernel, grid, args, options)
+        return
+    active = driver.active
+    device = active.get_current_device()
+    try:
+        key = _fast_key(kernel, device, args, options)
+    except _NotFast:
+        _through_triton(kernel, grid, args, options)
+        return
+    bound = _bound.get(key)
+    if bound is not None and _still_chosen(kernel, device, bound):
+        compiled = bound.compiled
+        _stats["fast"] += 1
+        compiled.run(
+            grid[0],
+            grid[1] if len(grid) > 1 else 1,
+            grid[2] if len(grid) > 2 else 1,
+            active.get_current_stream(device),
+            compiled.function,
+            compiled.packed_metadata,
+            None,  # launch metadata and hooks: none is set (checked above)
+            None,
+            None,
+            *args,
+            *bound.constexpr_tail,
+        )
+        return
+    compiled = _through_triton(kernel, grid, args, options)
+    _remember(key, kernel, device, compiled, args, options)
+
+
+def _fast_path_off(kernel) -> bool:
+    return (
+        getattr(_local, "triton_only", False)
+        or not isinstance(kernel, JITFunction)  # the interpreter's functions
+        or _hooks_set(kernel)
+    )
+
+
+def _through_triton(kernel, grid, args, options):
+    _stats["triton"] += 1
+    return kernel[grid](*args, **options)
+
+
+def _still_chosen(kernel, device, bound: _Bound) -> bool:
+    # the kernel's current in-memory cache, not the one bound: a rebuild replaces it
+    caches = kernel.device_caches.get(device)
+    return caches is not None and caches[0].get(bound.triton_key) is bound.compiled
+
+
+def _remember(key, kernel, device, compiled, args, options) -> None:
+    if compiled is None or hasattr(compiled, "result"):  # not launched, or compiled async
+        return
+    caches = kernel.device_caches.get(device)
+    if caches is None:
+        return
+    kernel_cache = caches[0]
+    triton_key = next((k for k, v in kernel_cache.items() if v is compiled), None)
+    if triton_key is None:
+        return
+    tail = []
+    for param in kernel.params[len(args) :]:
+        if param.name in options:
+            tail.append(options[param.name])
+        elif param.has_default:
+            tail.append(param.default)
+        else:  # a parameter Triton would have refused: never reached after a launch
+            return
+    _bound[key] = _Bound(triton_key, compiled, tuple(tail))
+
+
+@contextlib.contextmanager
+def triton_launches_only() -> Iterator[None]:
+    """Launches in this thread go through ``JITFunction.run`` every time (benchmarks, tests)."""
+    previous = getattr(_local, "triton_only", False)
+    _local.triton_only = True
+    try:
+        yield
+    finally:
+        _local.triton_only = previous
+
+
+def fast_launch_stats() -> dict[str, int]:
+    """Launches taken on the fast path and through Triton since the process started."""
+    return dict(_stats)
+
+
+def forget_fast_launches() -> None:
+    """Drop every remembered kernel (the next launch of each goes through Triton again)."""
+    _bound.clear()

@@ -1,0 +1,63 @@
+"""The eager fast path (kernels/_fast_launch.py) against Triton's own binder and run.
+
+A child process binds every launch with Triton's binder for sm_90 (no GPU: the compiler is
+replaced by a recorder) and makes each launch twice, through ``JITFunction.run`` and through
+the fast path; the two must reach the same compiled kernel with the same launcher call."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from _subproc import ROOT, child_env
+
+PAIRS = 200
+
+
+@pytest.fixture(scope="module")
+def findings():
+    proc = subprocess.run(
+        [sys.executable, "tests/_fast_launch_child.py", str(PAIRS), "7"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_fast_path_launches_what_tritons_binder_chooses(findings):
+    probe = findings["probe"]
+    assert probe["mismatches"] == []
+    # each pair's second round hits the fast path; the rest bind new variants through Triton
+    assert probe["stats"]["fast"] >= PAIRS
+    assert probe["variants"] > 50  # the pairs reached many distinct Triton keys
+
+
+def test_an_emptied_kernel_cache_sends_the_launch_back_through_triton(findings):
+    forgotten = findings["forgotten"]
+    assert forgotten == {"triton_launches": 1, "hook_asked": 1, "launched_new_kernel": True}
+
+
+def test_a_launch_hook_keeps_the_launch_on_tritons_path(findings):
+    assert findings["enter_hook"] == {"triton_launches": 1, "hook_passed": True}
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        "topk_3000x64",
+        "topk_12000x512",
+        "topk_40000x2048",
+        "topk_split_apart",
+        "decode_select",
+        "prefill_select",
+        "expand",
+    ],
+)
+def test_every_op_launches_the_same_kernels_on_the_fast_path(findings, op):
+    assert findings["ops"][op]["same"], findings["ops"][op]
+    assert findings["ops"][op]["launches"] >= 1
