@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Iterable
-
 import torch
 
 from .limits import CACHE_DTYPES, MAX_HEAD_DIM, MAX_HEADS, MIN_HEAD_DIM, MIN_HEADS, POSITION_DTYPES
@@ -13,21 +11,24 @@ SUPPORTED_POSITION_DTYPES = tuple(getattr(torch, name) for name in POSITION_DTYP
 
 
 def is_tensor_like(x) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "data_ptr")
+    return (
+        x.__class__ is torch.Tensor
+        or hasattr(x, "shape")
+        and hasattr(x, "dtype")
+        and hasattr(x, "data_ptr")
+    )
 
 
-def check_tensor(
-    name: str, x, *, ndim: int | None = None, dtypes: Iterable[torch.dtype] | None = None
-):
+# These run on every eager call: each check is a few attribute reads on the passing path; the
+# error messages are only built when a check fails.
+def check_tensor(name: str, x, *, ndim: int | None = None, dtypes: tuple | None = None):
     if not is_tensor_like(x):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if dtypes is not None:
-        dtypes = tuple(dtypes)
-        if x.dtype not in dtypes:
-            names = ", ".join(str(d) for d in dtypes)
-            raise TypeError(
-                f"{name} has dtype {x.dtype}; expected one of: {names} (convert with .to())"
-            )
+    if dtypes is not None and x.dtype not in dtypes:
+        names = ", ".join(str(d) for d in dtypes)
+        raise TypeError(
+            f"{name} has dtype {x.dtype}; expected one of: {names} (convert with .to())"
+        )
     if ndim is not None and len(x.shape) != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
 
@@ -46,9 +47,11 @@ def check_int(name: str, value, *, minimum: int | None = None) -> int:
 
 
 def check_same_device(**tensors) -> None:
-    devices = {name: t.device for name, t in tensors.items()}
-    first_name, first = next(iter(devices.items()))
-    for name, device in devices.items():
+    names = iter(tensors)
+    first_name = next(names)
+    first = tensors[first_name].device
+    for name in names:
+        device = tensors[name].device
         if device != first:
             raise ValueError(
                 f"{name} is on {device} but {first_name} is on {first}; move them to one device"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
 from triton import knobs
@@ -41,6 +41,8 @@ class _Bound(NamedTuple):
 
     triton_key: str
     compiled: Any
+    launch: Callable  # called with the grid, the stream, prefix, the arguments, constexpr_tail
+    prefix: tuple
     constexpr_tail: tuple  # option values of the parameters after the positional ones
 
 
@@ -48,52 +50,57 @@ _bound: dict[tuple, _Bound] = {}
 _local = threading.local()
 _stats = {"fast": 0, "triton": 0}
 
-_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
-
-
-def _arg_class(arg) -> object:
-    """Every property of ``arg`` that Triton's specialization may depend on (finer is fine)."""
-    cls = arg.__class__
-    if cls is torch.Tensor:
-        return (arg.dtype, arg.data_ptr() % 16 == 0)
-    if cls is int:
-        # Triton types ints as i32, i64 or u64 by range and specializes 1 and multiples of 16
-        return (arg == 1, arg % 16 == 0, _I32_MIN <= arg <= _I32_MAX, arg < 0, arg >= 2**63)
-    if cls is bool or arg is None:
-        return (cls, arg)
-    if cls is float:  # every float is an fp32 argument, whatever its value
-        return cls
-    raise _NotFast
+_I32_MIN, _I32_MAX, _U64_MIN = -(2**31), 2**31 - 1, 2**63
 
 
 class _NotFast(Exception):
     pass
 
 
+def _arg_classes(args) -> tuple:
+    """Every property of each argument that Triton's specialization may depend on (finer is
+    fine): Triton types ints as i32, i64 or u64 by range and specializes 1 and multiples of
+    16; tensors by dtype and 16-byte alignment; every float is an fp32 argument."""
+    classes = []
+    for arg in args:
+        cls = arg.__class__
+        if cls is torch.Tensor:
+            classes.append((arg.dtype, arg.data_ptr() % 16 == 0))
+        elif cls is int:
+            classes.append(
+                (arg == 1, arg % 16 == 0, _I32_MIN <= arg <= _I32_MAX, arg < 0, arg >= _U64_MIN)
+            )
+        elif cls is bool or arg is None:
+            classes.append((cls, arg))
+        elif cls is float:
+            classes.append(cls)
+        else:
+            raise _NotFast
+    return tuple(classes)
+
+
 def _fast_key(kernel, device, args, options) -> tuple:
+    runtime = knobs.runtime
     return (
         kernel,
         device,
-        tuple(map(_arg_class, args)),
+        _arg_classes(args),
         tuple(options.items()),
-        tuple(map(type, options.values())),
-        knobs.runtime.debug,
+        tuple(map(type, options.values())),  # True and 1 are one dict key, not one Triton key
+        runtime.debug,
         knobs.compilation.instrumentation_mode,
     )
 
 
-def _hook_active(hook) -> bool:
+def _fast_path_off(kernel) -> bool:
+    if getattr(_local, "triton_only", False) or not isinstance(kernel, JITFunction):
+        return True  # asked for, or the interpreter's functions
     # Triton 3.6 keeps launch hooks in chains that are empty unless a profiler adds to them
-    return hook is not None and (not isinstance(hook, HookChain) or bool(hook.calls))
-
-
-def _hooks_set(kernel) -> bool:
     runtime = knobs.runtime
-    return (
-        _hook_active(runtime.launch_enter_hook)
-        or _hook_active(runtime.launch_exit_hook)
-        or bool(kernel.pre_run_hooks)
-    )
+    for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+        if hook is not None and (hook.__class__ is not HookChain or hook.calls):
+            return True
+    return bool(kernel.pre_run_hooks)
 
 
 def launch(kernel, grid: tuple[int, ...], args: tuple, options: dict) -> None:
@@ -109,33 +116,23 @@ def launch(kernel, grid: tuple[int, ...], args: tuple, options: dict) -> None:
         _through_triton(kernel, grid, args, options)
         return
     bound = _bound.get(key)
-    if bound is not None and _still_chosen(kernel, device, bound):
-        compiled = bound.compiled
-        _stats["fast"] += 1
-        compiled.run(
-            grid[0],
-            grid[1] if len(grid) > 1 else 1,
-            grid[2] if len(grid) > 2 else 1,
-            active.get_current_stream(device),
-            compiled.function,
-            compiled.packed_metadata,
-            None,  # launch metadata and hooks: none is set (checked above)
-            None,
-            None,
-            *args,
-            *bound.constexpr_tail,
-        )
-        return
+    if bound is not None:
+        # the kernel's current in-memory cache, not the one bound: a rebuild replaces it
+        caches = kernel.device_caches.get(device)
+        if caches is not None and caches[0].get(bound.triton_key) is bound.compiled:
+            _stats["fast"] += 1
+            bound.launch(
+                grid[0],
+                grid[1] if len(grid) > 1 else 1,
+                grid[2] if len(grid) > 2 else 1,
+                active.get_current_stream(device),
+                *bound.prefix,
+                *args,
+                *bound.constexpr_tail,
+            )
+            return
     compiled = _through_triton(kernel, grid, args, options)
     _remember(key, kernel, device, compiled, args, options)
-
-
-def _fast_path_off(kernel) -> bool:
-    return (
-        getattr(_local, "triton_only", False)
-        or not isinstance(kernel, JITFunction)  # the interpreter's functions
-        or _hooks_set(kernel)
-    )
 
 
 def _through_triton(kernel, grid, args, options):
@@ -143,10 +140,22 @@ def _through_triton(kernel, grid, args, options):
     return kernel[grid](*args, **options)
 
 
-def _still_chosen(kernel, device, bound: _Bound) -> bool:
-    # the kernel's current in-memory cache, not the one bound: a rebuild replaces it
-    caches = kernel.device_caches.get(device)
-    return caches is not None and caches[0].get(bound.triton_key) is bound.compiled
+def _launcher_call(compiled) -> tuple[Callable, tuple]:
+    """(callable, arguments after the stream) launching ``compiled`` with no launch metadata
+    and no hooks. Triton's CUDA launcher object only adds scratch buffers around its C entry
+    point: for a kernel that needs none, the C entry point is called directly."""
+    runner = compiled.run
+    common = (compiled.packed_metadata, None, None, None)
+    c_entry = getattr(runner, "launch", None)
+    if (
+        type(runner).__name__ == "CudaLauncher"
+        and c_entry is not None
+        and getattr(runner, "global_scratch_size", 1) == 0
+        and getattr(runner, "profile_scratch_size", 1) == 0
+    ):
+        flags = (runner.launch_cooperative_grid, runner.launch_pdl, None, None)
+        return c_entry, (compiled.function, *flags, *common)
+    return runner, (compiled.function, *common)
 
 
 def _remember(key, kernel, device, compiled, args, options) -> None:
@@ -167,7 +176,7 @@ def _remember(key, kernel, device, compiled, args, options) -> None:
             tail.append(param.default)
         else:  # a parameter Triton would have refused: never reached after a launch
             return
-    _bound[key] = _Bound(triton_key, compiled, tuple(tail))
+    _bound[key] = _Bound(triton_key, compiled, *_launcher_call(compiled), tuple(tail))
 
 
 @contextlib.contextmanager

@@ -548,7 +548,7 @@ def ragged_topk_launches(
     cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0])
     if cfg.path == "split":
         return _split_launches(logits, lengths, k, out, cfg)
-    return [ragged_topk_launch(logits, lengths, k, out, cfg)]
+    return [_per_row_launch(logits, lengths, k, out, cfg)]
 
 
 def _check_topk(logits, lengths, k, out):
@@ -575,6 +575,11 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
     cfg = config or topk_launch_config(num_cols, k, rows)
     if cfg.path == "split":
         raise ValueError("the split path is several launches: use ragged_topk_launches")
+    return _per_row_launch(logits, lengths, k, out, cfg)
+
+
+def _per_row_launch(logits, lengths, k, out, cfg: TopkConfig) -> KernelLaunch:
+    rows, num_cols = logits.shape
     return KernelLaunch(
         _ragged_topk_kernel,
         (rows,),

@@ -1,6 +1,7 @@
 """Kernel benchmark on a GPU: prints a table and writes JSON (see docs/benchmarks.md).
 
-Measures, in one run: device copy bandwidth, the bf16 matrix rate, decode scoring
+Measures, in one run: device copy bandwidth, the bf16 matrix rate, the host cost of eager calls
+(fast launch path vs JITFunction.run), decode scoring
 (bf16/fp8, 32 heads x 128, page 64) at 64x32K, 256x8K, 8x32K columns, ragged top-k k=512 vs
 masked torch.topk, the full decode select, and prefill (4 x 2048 new tokens, 128K context,
 ratio 4). ``--sweep`` also times alternative launch configs to tune the dispatch functions.
@@ -370,6 +371,69 @@ def topk_case(logits, visible, k, sweep):
     return result
 
 
+def host_per_call_us(fn, calls=2000):
+    """Wall time per call of ``fn`` called back to back (one synchronization at the end): for
+    calls whose GPU work is shorter than their host work, the host cost of one eager call."""
+    import time
+
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def host_cases():
+    """Host cost of eager calls, on the fast launch path and through ``JITFunction.run``
+    every time (``triton_launches_only``), side by side."""
+    from kernels._fast_launch import triton_launches_only
+
+    cases = []
+    for name, reqs, cols in (("decode select", 1, 2048), ("decode select", 64, 32768)):
+        q, k_cache, tables, visible = decode_inputs(reqs, cols, torch.bfloat16)
+        out = torch.empty(reqs, 512, dtype=torch.int32, device="cuda")
+        cases.append(
+            (
+                f"{name} bf16 {reqs}x{cols}",
+                lambda q=q, k=k_cache, t=tables[0], v=visible, o=out: qsa_select_paged_decode(
+                    q, k, t, v, 2048, 4, 1, o
+                ),
+            )
+        )
+    for rows, cols in ((1, 2048), (64, 32768)):
+        logits = torch.rand(rows, cols, device="cuda")
+        lengths = torch.full((rows,), cols, dtype=torch.int32, device="cuda")
+        out = torch.empty(rows, 512, dtype=torch.int32, device="cuda")
+        cases.append(
+            (
+                f"ragged_topk {rows}x{cols} k=512",
+                lambda x=logits, n=lengths, o=out: ragged_topk(x, n, 512, o),
+            )
+        )
+    results = []
+    for name, fn in cases:
+        fast_us = host_per_call_us(fn)
+        with triton_launches_only():
+            triton_us = host_per_call_us(fn)
+        results.append(
+            {
+                "case": name,
+                "fast_us": fast_us,
+                "triton_us": triton_us,
+                "graph_us": graph_bench(fn) * 1e3,
+            }
+        )
+        print(
+            f"host {name}: {fast_us:.1f} us a call (through JITFunction.run {triton_us:.1f}; "
+            f"its CUDA graph {results[-1]['graph_us']:.1f} us)",
+            flush=True,
+        )
+    return results
+
+
 def prefill_case(dtype, sweep, reqs=4, new_tokens=2048, context=131072, ratio=4, heads=HEADS):
     columns = context // ratio
     width = columns // PAGE
@@ -486,6 +550,8 @@ def main():
         f"matmul {report['bf16_matmul_tflops']:.0f} TFLOP/s",
         flush=True,
     )
+    report["host"] = host_cases()
+    save(report, args.json)
     report["decode"], report["topk"], report["select"] = [], [], []
     for dtype in (torch.bfloat16, torch.float8_e4m3fn):
         for reqs, cols in ((64, 32768), (256, 8192), (8, 32768)):
