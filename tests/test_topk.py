@@ -96,7 +96,10 @@ def test_topk_streaming_path(device):
     ],
 )
 @pytest.mark.parametrize("finish_warps", [0, 2])
-def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates, finish_warps):
+@pytest.mark.parametrize("nine_way", [False, True])
+def test_topk_split_path_small_chunks(
+    device, chunk, width, k, ties, candidates, finish_warps, nine_way
+):
     # the split path's kernels with small chunks: many programs per row, atomics across them,
     # ties at the threshold spread over chunks, k wider than a chunk, rows of length <= k;
     # rows finished by the last collect program of each row, or by a third launch
@@ -112,7 +115,14 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates,
         k,
         out,
         config=TopkConfig(
-            "split", chunk, 4, 0, candidates=candidates, collect_warps=4, finish_warps=finish_warps
+            "split",
+            chunk,
+            4,
+            0,
+            candidates=candidates,
+            collect_warps=4,
+            finish_warps=finish_warps,
+            nine_way=nine_way,
         ),
     )
     assert len(launches) == (3 if finish_warps else 2)
@@ -122,7 +132,8 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates,
 
 
 @pytest.mark.parametrize("group,ties", [(2, False), (4, True), (8, False), (8, True)])
-def test_topk_split_bound_over_group_maxima(device, group, ties):
+@pytest.mark.parametrize("nine_way", [False, True])
+def test_topk_split_bound_over_group_maxima(device, group, ties, nine_way):
     # rows of 8 full chunks with a small share: the bound searches group maxima; every chunk's
     # bound must still have its share of keys at or above it, and the result stays exact;
     # rows of 2-3 chunks (share too large for the maxima) search every key
@@ -138,7 +149,9 @@ def test_topk_split_bound_over_group_maxima(device, group, ties):
         lengths.to(device),
         k,
         out,
-        config=TopkConfig("split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group),
+        config=TopkConfig(
+            "split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group, nine_way=nine_way
+        ),
     )
     for launch in launches:
         launch.run()
@@ -155,7 +168,8 @@ def test_topk_split_bound_over_group_maxima(device, group, ties):
 
 
 @pytest.mark.parametrize("spread", ["scaled", "outlier", "equal", "negative", "skewed"])
-def test_topk_split_value_ranges(device, spread):
+@pytest.mark.parametrize("nine_way", [False, True])
+def test_topk_split_value_ranges(device, spread, nine_way):
     # the split path's bounds on rows of tiny and huge scales, with outliers, all values equal
     # (every column a candidate: the list overflows), only negative values
     gen = torch.Generator().manual_seed(len(spread))
@@ -180,7 +194,7 @@ def test_topk_split_value_ranges(device, spread):
         lengths.to(device),
         k,
         out,
-        config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
+        config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4, nine_way=nine_way),
     ):
         launch.run()
     assert_topk_matches(out, logits, lengths, k)

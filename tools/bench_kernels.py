@@ -319,6 +319,25 @@ def topk_case(logits, visible, k, sweep):
     result["graph_ms"] = graph_bench(lambda: ragged_topk(logits, visible, k, out))
     result["torch_graph_ms"] = graph_bench(masked_torch)
     result["graph_ratio"] = result["graph_ms"] / result["torch_graph_ms"]
+    dispatched = topk_launch_config(cols, k, rows)
+    if dispatched.path == "split":  # the other search of the split path, side by side
+        other = dataclasses.replace(dispatched, nine_way=not dispatched.nine_way)
+        out.fill_(-1)
+
+        def run_other():
+            for launch in ragged_topk_launches(logits, visible, k, out, config=other):
+                launch.run()
+
+        result["other_search"] = {
+            "nine_way": other.nine_way,
+            "graph_ms": graph_bench(run_other),
+            "exact": bool(
+                torch.equal(
+                    logits.gather(1, out.long()).sort(dim=1, descending=True).values,
+                    masked_torch().values.sort(dim=1, descending=True).values,
+                )
+            ),
+        }
     if sweep:
         trials = []
 
@@ -347,16 +366,27 @@ def topk_case(logits, visible, k, sweep):
         ]
         configs += [
             (
-                TopkConfig("split", chunk, warps, 0, candidates=cands, collect_warps=collect_warps),
+                TopkConfig(
+                    "split",
+                    chunk,
+                    warps,
+                    0,
+                    candidates=cands,
+                    collect_warps=collect_warps,
+                    group=topk_launch_config(cols, k, rows).group,
+                    nine_way=nine_way,
+                ),
                 "split",
                 chunk,
                 warps,
                 cands,
                 collect_warps,
+                "nine-way" if nine_way else "two/five-way",
             )
-            for chunk in (2048, 4096, 8192)
+            for chunk in (1024, 2048, 4096, 8192)
             for warps in (4, 8, 16)
             for collect_warps in (4, 8, 16)
+            for nine_way in (False, True)
         ]
         precompile(
             [
@@ -585,7 +615,14 @@ def main():
                     f"{t['torch_topk_ms'] * 1e3:.1f} us "
                     f"= {t['ratio']:.2f}x; in CUDA graphs {t['graph_ms'] * 1e3:.1f} vs "
                     f"{t['torch_graph_ms'] * 1e3:.1f} us "
-                    f"= {t['graph_ratio']:.2f}x; exact={t['exact']}",
+                    f"= {t['graph_ratio']:.2f}x; exact={t['exact']}"
+                    + (
+                        f"; nine_way={t['other_search']['nine_way']} "
+                        f"{t['other_search']['graph_ms'] * 1e3:.1f} us "
+                        f"exact={t['other_search']['exact']}"
+                        if "other_search" in t
+                        else ""
+                    ),
                     t.get("sweep", [])[:8],
                     flush=True,
                 )

@@ -1,10 +1,11 @@
-"""Where the split top-k should finish its rows, by row count (GPU; tunes
-``kernels.topk.SPLIT_FINISH_APART_MIN_ROWS`` and ``SPLIT_FINISH_WARPS``).
+"""The split top-k's choices by row count (GPU; tunes ``kernels.topk.SPLIT_FINISH_APART_MIN_ROWS``,
+``SPLIT_FINISH_WARPS``, the chunk and the search of ``topk_launch_config``).
 
 For rows x 32K float32 logits (uniform, every row full length), k = 512: the dispatched config,
-the collect launch finishing rows itself, and a third finishing launch with 2/4/8 warps, all
-side by side in one run, each in a CUDA graph (GPU time) and eagerly, each checked exact
-against torch.topk. Prints a table and writes JSON. Usage:
+the collect launch finishing rows itself, a third finishing launch with 2/4/8 warps, the
+dispatched config with the other search (nine-way or two/five-way) and with smaller chunks
+(more programs per row), all side by side in one run, each in a CUDA graph (GPU time) and
+eagerly, each checked exact against torch.topk. Prints a table and writes JSON. Usage:
     python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...]
 """
 
@@ -26,7 +27,7 @@ from kernels import ragged_topk_launches, topk_launch_config  # noqa: E402
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default="bench_topk_rows.json")
-    parser.add_argument("--rows", default="64,256,512,1024,2048,4096")
+    parser.add_argument("--rows", default="8,64,256,512,1024,2048,4096")
     parser.add_argument("--cols", type=int, default=32768)
     parser.add_argument("--k", type=int, default=512)
     args = parser.parse_args()
@@ -48,6 +49,12 @@ def main():
             )
             for w in (2, 4, 8)
         ]
+        for chunk in (dispatched.block, 2048, 1024):
+            for nine_way in (False, True):
+                cfg = dataclasses.replace(dispatched, block=chunk, nine_way=nine_way)
+                if cfg != dispatched:
+                    search = "nine" if nine_way else "five"
+                    configs.append((f"c{chunk}.{search}", cfg))
         torch_ms = graph_bench(lambda logits=logits: torch.topk(logits, k, dim=1))
         for name, cfg in configs:
             launches = ragged_topk_launches(logits, lengths, k, out, config=cfg)
