@@ -112,3 +112,16 @@ def check_scoring_inputs(q, k_cache) -> tuple[int, int, int]:
     check_aligned("q", q)
     check_aligned("k_cache", k_cache)
     return num_heads, head_dim, k_cache.shape[1]
+
+
+def check_block_indices(block_indices, rows: int, block_topk: int, device) -> None:
+    """The selects' output: int32 [rows, block_topk], contiguous rows, on the inputs' device."""
+    check_tensor("block_indices", block_indices, ndim=2, dtypes=(torch.int32,))
+    check_shape("block_indices", block_indices, (rows, block_topk))
+    if block_topk > 1 and block_indices.stride(1) != 1:
+        raise ValueError("block_indices must be contiguous in its last dimension")
+    if block_indices.device != device:
+        raise ValueError(
+            f"block_indices is on {block_indices.device} but q is on {device}; "
+            "move them to one device"
+        )

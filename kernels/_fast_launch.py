@@ -82,7 +82,7 @@ def _arg_classes(args) -> tuple:
 def _fast_key(kernel, device, args, options) -> tuple:
     runtime = knobs.runtime
     return (
-        kernel,
+        id(kernel),  # JITFunction hashes through its source hash; a bound kernel is checked anyway
         device,
         _arg_classes(args),
         tuple(options.items()),

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from ._checks import (
+    check_block_indices,
     check_int,
     check_same_device,
     check_scoring_inputs,
@@ -32,7 +33,7 @@ from ._checks import (
 )
 from ._launch import KernelLaunch, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
-from .topk import ragged_topk
+from .topk import checked_topk_launches
 
 __all__ = [
     "DecodeConfig",
@@ -263,14 +264,22 @@ def decode_scores_launch(
     """The launch that scores a decode batch into ``logits`` [rows, width*page_size] (float32).
 
     ``config`` overrides :func:`decode_launch_config` (tests use it to reach every branch)."""
-    num_heads, head_dim, page_size, num_requests = _check_decode(
-        q, k_cache, page_table, visible_blocks, decode_query_len
-    )
-    num_columns = page_table.shape[1] * page_size
+    geometry = _check_decode(q, k_cache, page_table, visible_blocks, decode_query_len)
     check_tensor("logits", logits, ndim=2, dtypes=(torch.float32,))
-    check_shape("logits", logits, (q.shape[0], num_columns))
+    check_shape("logits", logits, (q.shape[0], page_table.shape[1] * geometry[2]))
     if not logits.is_contiguous():
         raise ValueError("logits must be contiguous")
+    return _scores_launch(
+        q, k_cache, page_table, visible_blocks, logits, decode_query_len, geometry, config
+    )
+
+
+def _scores_launch(
+    q, k_cache, page_table, visible_blocks, logits, decode_query_len, geometry, config
+) -> KernelLaunch:
+    # arguments checked by the caller; geometry is what _check_decode returned
+    num_heads, head_dim, page_size, num_requests = geometry
+    num_columns = page_table.shape[1] * page_size
     cfg = config or decode_launch_config(
         q.dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns
     )
@@ -335,7 +344,14 @@ def qsa_select_paged_decode(
     blocks are visible. No host-device synchronization: safe to capture in a CUDA graph.
     """
     block_topk = check_topk_geometry(token_topk, compress_ratio)
-    check_tensor("block_indices", block_indices, ndim=2, dtypes=(torch.int32,))
-    check_shape("block_indices", block_indices, (q.shape[0], block_topk))
-    logits = qsa_paged_decode_scores(q, k_cache, page_table, visible_blocks, decode_query_len)
-    ragged_topk(logits, visible_blocks, block_topk, block_indices)
+    geometry = _check_decode(q, k_cache, page_table, visible_blocks, decode_query_len)
+    check_block_indices(block_indices, q.shape[0], block_topk, q.device)
+    logits = torch.empty(
+        (q.shape[0], page_table.shape[1] * geometry[2]), dtype=torch.float32, device=q.device
+    )
+    _scores_launch(
+        q, k_cache, page_table, visible_blocks, logits, decode_query_len, geometry, None
+    ).run()
+    # every argument of the top-k is checked above (the logits are ours)
+    for launch in checked_topk_launches(logits, visible_blocks, block_topk, block_indices):
+        launch.run()

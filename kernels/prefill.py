@@ -21,6 +21,7 @@ import triton.language as tl
 
 from . import limits
 from ._checks import (
+    check_block_indices,
     check_int,
     check_same_device,
     check_scoring_inputs,
@@ -30,7 +31,7 @@ from ._checks import (
 )
 from ._launch import KernelLaunch, cdiv, device_arch, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
-from .topk import ragged_topk
+from .topk import checked_topk_launches
 
 __all__ = [
     "PrefillConfig",
@@ -354,8 +355,7 @@ def qsa_select_paged_prefill(
         or not max_logits_mb > 0
     ):
         raise ValueError(f"max_logits_mb must be a positive number of MiB, got {max_logits_mb!r}")
-    check_tensor("block_indices", block_indices, ndim=2, dtypes=(torch.int32,))
-    check_shape("block_indices", block_indices, (q.shape[0], block_topk))
+    check_block_indices(block_indices, q.shape[0], block_topk, q.device)
     rows = q.shape[0]
     if rows == 0:
         return
@@ -380,9 +380,11 @@ def qsa_select_paged_prefill(
             count,
             width,
         ).run()
-        ragged_topk(
+        # every argument of the top-k is checked above (the logits are ours)
+        for launch in checked_topk_launches(
             logits,
             visible_blocks[start : start + count],
             block_topk,
             block_indices[start : start + count],
-        )
+        ):
+            launch.run()

@@ -624,6 +624,12 @@ def ragged_topk_launches(
     """Every launch of one ragged top-k, in order; ``config`` overrides
     :func:`topk_launch_config` (tests, benchmarks)."""
     _check_topk(logits, lengths, k, out)
+    return checked_topk_launches(logits, lengths, k, out, config)
+
+
+def checked_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None):
+    """:func:`ragged_topk_launches` for arguments a caller has already checked as
+    ``_check_topk`` does (the selects: their logits are their own)."""
     cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0])
     if cfg.path == "split":
         return _split_launches(logits, lengths, k, out, cfg)
