@@ -49,12 +49,17 @@ def main():
             )
             for w in (2, 4, 8)
         ]
+        # the nine-way search holds more registers in the bound launch (ptxas, sm_90: 67 vs 38
+        # at 8 warps), so fewer of its programs are resident: try it with 4 warps as well
         for chunk in (dispatched.block, 2048, 1024):
             for nine_way in (False, True):
-                cfg = dataclasses.replace(dispatched, block=chunk, nine_way=nine_way)
-                if cfg != dispatched:
-                    search = "nine" if nine_way else "five"
-                    configs.append((f"c{chunk}.{search}", cfg))
+                for warps in (dispatched.num_warps, 4):
+                    cfg = dataclasses.replace(
+                        dispatched, block=chunk, nine_way=nine_way, num_warps=warps
+                    )
+                    if cfg != dispatched and (warps != 4 or dispatched.num_warps != 4):
+                        search = "nine" if nine_way else "five"
+                        configs.append((f"c{chunk}.{search}.w{warps}", cfg))
         torch_ms = graph_bench(lambda logits=logits: torch.topk(logits, k, dim=1))
         for name, cfg in configs:
             launches = ragged_topk_launches(logits, lengths, k, out, config=cfg)
