@@ -91,7 +91,7 @@ _SMALL_CHUNK_ROWS = [
 ]
 # candidate lists that overflow: the finishing program streams the row instead (the same code
 # whichever search found the bound, so the nine-way search is not repeated on them)
-_OVERFLOWING_ROWS = [(256, 1200, 150, True, 16), (512, 1100, 100, False, 16)]
+_OVERFLOWING_ROWS = [(256, 1200, 150, True, 64), (512, 1100, 100, False, 64)]
 
 
 # the nine-way search finishing in the collect launch is covered by the two tests below
