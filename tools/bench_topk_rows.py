@@ -51,7 +51,7 @@ def main():
         ]
         # the nine-way search holds more registers in the bound launch (ptxas, sm_90: 67 vs 38
         # at 8 warps), so fewer of its programs are resident: try it with 4 warps as well
-        for chunk in (dispatched.block, 2048, 1024):
+        for chunk in (dispatched.block, 8192, 2048, 1024):
             for nine_way in (False, True):
                 for warps in (dispatched.num_warps, 4):
                     cfg = dataclasses.replace(
