@@ -106,7 +106,7 @@ def test_fast_launch_path_gives_tritons_results():
         starts = torch.tensor([0, 64], dtype=torch.int32, device="cuda")
         selected = torch.full((64, 512), INT_POISON, dtype=torch.int32, device="cuda")
         qsa_select_paged_prefill(
-            q, k_cache, page_table[:1].contiguous(), starts, visible, 2048, 4, 64, selected, 32768
+            q, k_cache, page_table[:1].contiguous(), starts, visible, 2048, 4, 64, selected, 131072
         )
         return [t.sort(dim=1).values for t in (block_indices, topk, selected)]
 
