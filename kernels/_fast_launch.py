@@ -1,8 +1,10 @@
 """Eager launches straight to the compiled kernel, once Triton has chosen it.
 
 ``JITFunction.run`` pays, on every launch, for its binder, a cache key built from ``str`` of
-every option, a dozen knob reads and a global-value check: tens of microseconds a call, more
-than the kernel itself for a decode step. A launch here first builds a cheaper key that is at
+every option, knob reads, launch metadata, calls into empty launch-hook chains and a Python
+wrapper around the C launcher: microseconds a launch, and a decode step is several launches
+whose kernels take a few microseconds each (tools/bench_host.py, tools/bench_kernels.py). A
+launch here first builds a cheaper key that is at
 least as fine as Triton's (every argument's Triton type, its 16-byte alignment, the int
 specializations 1 and multiple of 16 whether or not the kernel specializes on them, every
 option's name, type and value, the device and the two knobs that enter Triton's key). The first
