@@ -348,3 +348,72 @@ def test_topk_device_mismatch_is_named():
             4,
             torch.zeros(2, 4, dtype=torch.int32),
         )
+
+
+def _run_radix(logits, lengths, k, device, chunk, warps=4):
+    out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
+    launches = ragged_topk_launches(
+        logits.to(device), lengths.to(device), k, out, config=TopkConfig("radix", chunk, warps, 0)
+    )
+    assert len(launches) == 5  # four digit passes, then the collect launch
+    for launch in launches:
+        launch.run()
+    return out
+
+
+@pytest.mark.parametrize(
+    "chunk,width,k,ties",
+    [
+        (256, 700, 50, True),
+        (512, 3000, 333, True),
+        (1024, 5000, 300, False),
+        (256, 200, 500, False),  # every row no longer than k
+        (256, 2500, 1024, True),  # k wider than a chunk
+        (1024, 900, 1, False),
+        (256, 1200, 1199, True),
+    ],
+)
+def test_topk_radix_path(device, chunk, width, k, ties):
+    # digit passes over many programs per row: histograms merged across programs, ties at the
+    # threshold spread over chunks and taken up to the count the passes leave
+    gen = torch.Generator().manual_seed(chunk + width + k)
+    lengths = _lengths_around(k, width, gen)
+    logits = torch.randn(len(lengths), width, generator=gen)
+    if ties:
+        logits = logits.round(decimals=1) - 0.3  # both signs, many equal values
+    out = _run_radix(logits, lengths, k, device, chunk)
+    assert_topk_matches(out, logits, lengths, k)
+
+
+@pytest.mark.parametrize("spread", ["scaled", "outlier", "equal", "negative", "zeros", "bits"])
+def test_topk_radix_value_ranges(device, spread):
+    # keys that agree on their high digits (tiny and huge scales, one exponent), all equal, only
+    # negative, signed zeros, and raw bit patterns over the whole key range
+    gen = torch.Generator().manual_seed(len(spread) + 100)
+    width, k = 3000, 200
+    logits = torch.randn(4, width, generator=gen)
+    if spread == "scaled":
+        logits = logits * torch.tensor([[1e-30], [1e-3], [1e3], [1e30]])
+    elif spread == "outlier":
+        logits = 1.0 + torch.rand(4, width, generator=gen) * 1e-3  # one exponent, close values
+        logits[:, 17] = 1e30
+    elif spread == "equal":
+        logits[:] = 0.25
+    elif spread == "negative":
+        logits = -logits.abs() - 1.0
+    elif spread == "zeros":
+        logits = torch.where(logits > 0, torch.tensor(0.0), torch.tensor(-0.0))
+    else:
+        bits = torch.randint(-(2**31), 2**31 - 1, (4, width), generator=gen, dtype=torch.int32)
+        logits = bits.view(torch.float32)
+        logits = torch.where(torch.isnan(logits), torch.zeros_like(logits), logits)
+    lengths = torch.tensor([width, 2999, 1500, 201], dtype=torch.int32)
+    out = _run_radix(logits, lengths, k, device, chunk=512)
+    assert_topk_matches(out, logits, lengths, k)
+
+
+def test_topk_radix_is_not_a_single_launch():
+    logits, lengths = torch.zeros(2, 8), torch.zeros(2, dtype=torch.int32)
+    out = torch.zeros(2, 4, dtype=torch.int32)
+    with pytest.raises(ValueError, match="radix"):
+        ragged_topk_launch(logits, lengths, 4, out, config=TopkConfig("radix", 256, 4, 0))

@@ -320,24 +320,31 @@ def topk_case(logits, visible, k, sweep):
     result["torch_graph_ms"] = graph_bench(masked_torch)
     result["graph_ratio"] = result["graph_ms"] / result["torch_graph_ms"]
     dispatched = topk_launch_config(cols, k, rows)
-    if dispatched.path == "split":  # the other search of the split path, side by side
-        other = dataclasses.replace(dispatched, nine_way=not dispatched.nine_way)
-        out.fill_(-1)
-
-        def run_other():
-            for launch in ragged_topk_launches(logits, visible, k, out, config=other):
-                launch.run()
-
-        result["other_search"] = {
-            "nine_way": other.nine_way,
-            "graph_ms": graph_bench(run_other),
-            "exact": bool(
-                torch.equal(
-                    logits.gather(1, out.long()).sort(dim=1, descending=True).values,
-                    masked_torch().values.sort(dim=1, descending=True).values,
-                )
+    if dispatched.path == "split":  # the split path's other search and the radix path, side by side
+        want = masked_torch().values.sort(dim=1, descending=True).values
+        alternatives = {
+            "nine_way" if not dispatched.nine_way else "two/five-way": dataclasses.replace(
+                dispatched, nine_way=not dispatched.nine_way
             ),
+            "radix": TopkConfig("radix", dispatched.block, dispatched.num_warps, 0),
+            "radix.w4": TopkConfig("radix", dispatched.block, 4, 0),
         }
+        result["alternatives"] = {}
+        for name, cfg in alternatives.items():
+            out.fill_(-1)
+
+            def run_alternative(cfg=cfg):
+                for launch in ragged_topk_launches(logits, visible, k, out, config=cfg):
+                    launch.run()
+
+            ms = graph_bench(run_alternative)
+            got_alt = logits.gather(1, out.long()).sort(dim=1, descending=True).values
+            result["alternatives"][name] = {
+                "graph_ms": ms,
+                "graph_ratio": ms / result["torch_graph_ms"],
+                "exact": bool(torch.equal(got_alt, want)),
+                "config": dataclasses.asdict(cfg),
+            }
     if sweep:
         trials = []
 
@@ -616,12 +623,9 @@ def main():
                     f"= {t['ratio']:.2f}x; in CUDA graphs {t['graph_ms'] * 1e3:.1f} vs "
                     f"{t['torch_graph_ms'] * 1e3:.1f} us "
                     f"= {t['graph_ratio']:.2f}x; exact={t['exact']}"
-                    + (
-                        f"; nine_way={t['other_search']['nine_way']} "
-                        f"{t['other_search']['graph_ms'] * 1e3:.1f} us "
-                        f"exact={t['other_search']['exact']}"
-                        if "other_search" in t
-                        else ""
+                    + "".join(
+                        f"; {name} {alt['graph_ms'] * 1e3:.1f} us exact={alt['exact']}"
+                        for name, alt in t.get("alternatives", {}).items()
                     ),
                     t.get("sweep", [])[:8],
                     flush=True,

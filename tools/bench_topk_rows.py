@@ -1,11 +1,13 @@
-"""The split top-k's choices by row count (GPU; tunes ``kernels.topk.SPLIT_FINISH_APART_MIN_ROWS``,
-``SPLIT_FINISH_WARPS``, the chunk and the search of ``topk_launch_config``).
+"""The many-program top-k's choices by row count (GPU; tunes ``topk_launch_config``: where
+split rows finish (``SPLIT_FINISH_APART_MIN_ROWS``, ``SPLIT_FINISH_WARPS``), the chunk, the
+search, and whether the radix path should take over).
 
-For rows x 32K float32 logits (uniform, every row full length), k = 512: the dispatched config,
-the collect launch finishing rows itself, a third finishing launch with 2/4/8 warps, the
-dispatched config with the other search (nine-way or two/five-way) and with smaller chunks
-(more programs per row), all side by side in one run, each in a CUDA graph (GPU time) and
-eagerly, each checked exact against torch.topk. Prints a table and writes JSON. Usage:
+For rows x 32K float32 logits (uniform, every row full length), k = 512, side by side in one
+run: the dispatched config; the collect launch finishing rows itself; a third finishing launch
+with 2/4/8 warps; the dispatched config with the other search (nine-way or two/five-way),
+other chunks and 4 warps; the radix path (chunks 1K-8K, 4 or 8 warps). Each is timed in a CUDA
+graph (GPU time) and eagerly, and checked exact against torch.topk. Prints a table and writes
+JSON. Usage:
     python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...]
 """
 
@@ -21,7 +23,7 @@ sys.path.insert(0, ".")
 sys.path.insert(0, "tools")
 from bench_kernels import bench, graph_bench, save  # noqa: E402
 
-from kernels import ragged_topk_launches, topk_launch_config  # noqa: E402
+from kernels import TopkConfig, ragged_topk_launches, topk_launch_config  # noqa: E402
 
 
 def main():
@@ -60,6 +62,10 @@ def main():
                     if cfg != dispatched and (warps != 4 or dispatched.num_warps != 4):
                         search = "nine" if nine_way else "five"
                         configs.append((f"c{chunk}.{search}.w{warps}", cfg))
+        # the radix path: four digit passes over many programs per row, then a collect launch
+        for chunk in (8192, 4096, 2048, 1024):
+            for warps in (8, 4):
+                configs.append((f"radix.c{chunk}.w{warps}", TopkConfig("radix", chunk, warps, 0)))
         torch_ms = graph_bench(lambda logits=logits: torch.topk(logits, k, dim=1))
         for name, cfg in configs:
             launches = ragged_topk_launches(logits, lengths, k, out, config=cfg)
