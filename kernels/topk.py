@@ -617,8 +617,9 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
 #            key itself and the count the ties to take.
 #   collect: each program appends its chunk's keys above the threshold, and ties up to that
 #            count, to the row's output through two per-row atomic counters.
-# No serial chain of block reductions: each row's search is four histogram merges. Needs its
-# workspace zeroed (one memset). Output order and the choice among tied keys are free.
+# A row's threshold comes from four 256-bin merges, each scanned once by one program, rather
+# than a chain of block reductions over candidates. Needs its workspace zeroed (one memset).
+# Output order and the choice among tied keys are free.
 _RADIX_PASSES = 4
 _STATE = 8  # per row: prefix, keys still to take, 4 pass arrivals, above slots, tie slots
 _SIGN = tl.constexpr(-2147483648)
