@@ -9,7 +9,9 @@ registers (``single``), wider ones stream (``streaming``). Wider rows take the `
 (two or three launches, described above ``_split_bound_kernel``): many programs per row bound the
 k-th largest key from below and gather the few columns above the bound; the last of a row's
 programs then selects among those candidates, or, for calls of many rows, a third launch of one
-program per row does.
+program per row does. Two alternatives for wide rows are reachable through a config only until
+a GPU run places them in the dispatch: the split path's nine-way search (``nine_way``) and the
+``radix`` path (described above ``_radix_pass_kernel``).
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
