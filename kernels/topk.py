@@ -826,6 +826,8 @@ def ragged_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
     """For each row r: ``out[r]`` = indices of the k largest of ``logits[r, :lengths[r]]`` (any
     order); when ``lengths[r] <= k``, ``0..lengths[r]-1`` then -1. logits float32 [rows, width]
     (rows contiguous, any row stride), lengths int32 [rows] (clamped to [0, width]), out int32
-    [rows, k]. Ties are broken towards the lower column index. No host-device synchronization."""
+    [rows, k]. Which of several columns tied at the k-th value are taken is unspecified (the
+    lowest-indexed for rows of one program, any on the paths that spread a row over many
+    programs). No host-device synchronization."""
     for launch in ragged_topk_launches(logits, lengths, k, out):
         launch.run()
