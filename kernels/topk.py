@@ -179,6 +179,14 @@ def _kth_largest_bisect(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.con
 
 
 @triton.jit
+def _write_short_row(out_row_ptr, n, k, BLOCK: tl.constexpr):
+    """A row no longer than k: 0..n-1, then -1 up to k."""
+    for start in range(0, k, BLOCK):
+        idx = start + tl.arange(0, BLOCK)
+        tl.store(out_row_ptr + idx, tl.where(idx < n, idx, -1), mask=idx < k)
+
+
+@triton.jit
 def _write_selected(
     row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK: tl.constexpr, SINGLE: tl.constexpr
 ):
@@ -226,9 +234,7 @@ def _ragged_topk_kernel(
     out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
     offsets = tl.arange(0, BLOCK)
     if n <= k:
-        for start in range(0, k, OUT_BLOCK):
-            idx = start + tl.arange(0, OUT_BLOCK)
-            tl.store(out_row_ptr + idx, tl.where(idx < n, idx, -1), mask=idx < k)
+        _write_short_row(out_row_ptr, n, k, OUT_BLOCK)
     else:
         keys = offsets  # the streaming path reloads keys in every pass instead
         if SINGLE:
@@ -479,9 +485,7 @@ def _split_collect_kernel(
     out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
     if n <= k:
         if chunk == 0:
-            for start in range(0, k, CHUNK):
-                idx = start + tl.arange(0, CHUNK)
-                tl.store(out_row_ptr + idx, tl.where(idx < n, idx, -1), mask=idx < k)
+            _write_short_row(out_row_ptr, n, k, CHUNK)
     elif chunk * CHUNK < n:
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
         row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
@@ -649,10 +653,7 @@ def _radix_pass_kernel(
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
     if n <= k:
         if PASS == 0 and chunk == 0:
-            out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
-            for start in range(0, k, CHUNK):
-                idx = start + tl.arange(0, CHUNK)
-                tl.store(out_row_ptr + idx, tl.where(idx < n, idx, -1), mask=idx < k)
+            _write_short_row(out_ptr + row.to(tl.int64) * stride_out_row, n, k, CHUNK)
     elif chunk * CHUNK < n:
         state = state_ptr + row.to(tl.int64) * 8
         if PASS == 0:
