@@ -114,14 +114,9 @@ def check_scoring_inputs(q, k_cache) -> tuple[int, int, int]:
     return num_heads, head_dim, k_cache.shape[1]
 
 
-def check_block_indices(block_indices, rows: int, block_topk: int, device) -> None:
-    """The selects' output: int32 [rows, block_topk], contiguous rows, on the inputs' device."""
+def check_block_indices(block_indices, q, block_topk: int) -> None:
+    """The selects' output: int32 [rows of q, block_topk], contiguous rows, on q's device."""
     check_tensor("block_indices", block_indices, ndim=2, dtypes=(torch.int32,))
-    check_shape("block_indices", block_indices, (rows, block_topk))
-    if block_topk > 1 and block_indices.stride(1) != 1:
-        raise ValueError("block_indices must be contiguous in its last dimension")
-    if block_indices.device != device:
-        raise ValueError(
-            f"block_indices is on {block_indices.device} but q is on {device}; "
-            "move them to one device"
-        )
+    check_shape("block_indices", block_indices, (q.shape[0], block_topk))
+    check_last_dim_contiguous("block_indices", block_indices)
+    check_same_device(q=q, block_indices=block_indices)

@@ -345,7 +345,7 @@ def qsa_select_paged_decode(
     """
     block_topk = check_topk_geometry(token_topk, compress_ratio)
     geometry = _check_decode(q, k_cache, page_table, visible_blocks, decode_query_len)
-    check_block_indices(block_indices, q.shape[0], block_topk, q.device)
+    check_block_indices(block_indices, q, block_topk)
     logits = torch.empty(
         (q.shape[0], page_table.shape[1] * geometry[2]), dtype=torch.float32, device=q.device
     )

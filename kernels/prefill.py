@@ -355,7 +355,7 @@ def qsa_select_paged_prefill(
         or not max_logits_mb > 0
     ):
         raise ValueError(f"max_logits_mb must be a positive number of MiB, got {max_logits_mb!r}")
-    check_block_indices(block_indices, q.shape[0], block_topk, q.device)
+    check_block_indices(block_indices, q, block_topk)
     rows = q.shape[0]
     if rows == 0:
         return
