@@ -118,12 +118,18 @@ def random_probe_launches(count, seed):
     return {"mismatches": mismatches, "variants": variants, "stats": fl.fast_launch_stats()}
 
 
-def forgotten_cache_goes_through_triton():
+def _launch_bound_to_the_fast_path():
+    """(args, options) of a probe launch made twice: bound, then taken on the fast path."""
     x, y = _tensor(torch.float32, False), _tensor(torch.float32, False)
     args = (x, y, 32, 5, True, 1.0)
     options = dict(BLOCK=16, ON=True)
     fl.launch(probe, (1,), args, options)
     fl.launch(probe, (1,), args, options)
+    return args, options
+
+
+def forgotten_cache_goes_through_triton():
+    args, options = _launch_bound_to_the_fast_path()
     before = fl.fast_launch_stats()
     old = probe.device_caches[-90][0]
     requests = []
@@ -142,11 +148,7 @@ def forgotten_cache_goes_through_triton():
 
 
 def enter_hook_goes_through_triton():
-    x, y = _tensor(torch.float32, False), _tensor(torch.float32, False)
-    args = (x, y, 32, 5, True, 1.0)
-    options = dict(BLOCK=16, ON=True)
-    fl.launch(probe, (1,), args, options)
-    fl.launch(probe, (1,), args, options)
+    args, options = _launch_bound_to_the_fast_path()
     entered = []
     before = fl.fast_launch_stats()
     chain = triton.knobs.runtime.launch_enter_hook
