@@ -34,6 +34,7 @@ from .topk import (
     ragged_topk_launch,
     ragged_topk_launches,
     topk_launch_config,
+    topk_tuning_configs,
 )
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "prefill_launch_config",
     "prefill_logits_layout",
     "topk_launch_config",
+    "topk_tuning_configs",
     "expand_launch_config",
     "decode_scores_launch",
     "prefill_scores_launch",

@@ -23,7 +23,7 @@ multiple of 64 or the fixed decode width. Widths are bucketed by :func:`topk_lau
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -41,6 +41,7 @@ __all__ = [
     "SINGLE_PASS_MAX_COLS",
     "SPLIT_MIN_COLS",
     "SPLIT_FINISH_APART_MIN_ROWS",
+    "topk_tuning_configs",
 ]
 
 SINGLE_PASS_MAX_COLS = 32768
@@ -99,6 +100,32 @@ def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
     top-k finishes its rows in a third launch (from ``SPLIT_FINISH_APART_MIN_ROWS`` rows). A
     deployment (one k) reaches a small, known set of variants whatever its per-step sizes are."""
     return _launch_config(num_cols, k, num_rows >= SPLIT_FINISH_APART_MIN_ROWS)
+
+
+def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkConfig]:
+    """Every design the benchmarks time for one shape, by name: the dispatched config first,
+    then the alternatives a tuning run weighs against it (where rows finish, the finishing
+    warps, the chunk, the warps, the search, the radix path). The GPU tests run each of them."""
+    dispatched = topk_launch_config(num_cols, k, num_rows)
+    configs = {"dispatched": dispatched}
+    if dispatched.path != "split":
+        return configs
+    fused = topk_launch_config(num_cols, k, 1)
+    configs["fused"] = fused
+    for warps in (2, 4, 8):
+        configs[f"apart.w{warps}"] = replace(
+            fused, finish_warps=warps, collect_warps=fused.num_warps
+        )
+    for chunk in (dispatched.block, 8192, 2048, 1024):
+        for nine_way in (False, True):
+            for warps in (dispatched.num_warps, 4):
+                cfg = replace(dispatched, block=chunk, nine_way=nine_way, num_warps=warps)
+                if cfg not in configs.values():
+                    configs[f"c{chunk}.{'nine' if nine_way else 'five'}.w{warps}"] = cfg
+    for chunk in (8192, 4096, 2048, 1024):
+        for warps in (8, 4):
+            configs[f"radix.c{chunk}.w{warps}"] = TopkConfig("radix", chunk, warps, 0)
+    return configs
 
 
 @functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
@@ -624,7 +651,8 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
 #   collect: each program appends its chunk's keys above the threshold, and ties up to that
 #            count, to the row's output through two per-row atomic counters.
 # A row's threshold comes from four 256-bin merges, each scanned once by one program, rather
-# than a chain of block reductions over candidates. Needs its workspace zeroed (one memset).
+# than a chain of block reductions over candidates. The launch list zeroes its own workspace
+# first (a sixth launch), so it can be run again or replayed from a CUDA graph.
 # Output order and the choice among tied keys are free.
 _RADIX_PASSES = 4
 _STATE = 8  # per row: prefix, keys still to take, 4 pass arrivals, above slots, tie slots
@@ -714,7 +742,9 @@ def _radix_collect_kernel(
         above = (cols < n) & (keys > threshold)
         tie = (cols < n) & (keys == threshold)
         first = tl.atomic_add(state + 6, tl.sum(above.to(tl.int32), axis=0), sem="relaxed")
-        tl.store(out_row_ptr + first + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
+        slot = first + tl.cumsum(above.to(tl.int32), axis=0) - 1
+        # the keys above fill the first k - ties_needed slots: never past the row's end
+        tl.store(out_row_ptr + slot, cols, mask=above & (slot < k - ties_needed))
         first_tie = tl.atomic_add(state + 7, tl.sum(tie.to(tl.int32), axis=0), sem="relaxed")
         tie_rank = first_tie + tl.cumsum(tie.to(tl.int32), axis=0) - 1
         # the keys above fill the first k - ties_needed slots, the ties the rest
@@ -723,11 +753,22 @@ def _radix_collect_kernel(
         )
 
 
+@triton.jit
+def _zero_kernel(ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(ptr + offsets, tl.zeros((BLOCK,), tl.int32), mask=offsets < n)
+
+
 def _radix_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
     rows, num_cols = logits.shape
-    hist, state = _workspace(logits, rows * _RADIX_PASSES * 256, rows * _STATE, zeroed=True)
+    workspace = rows * (_RADIX_PASSES * 256 + _STATE)
+    (flat,) = _workspace(logits, workspace)
+    hist, state = _split_workspace(flat, rows * _RADIX_PASSES * 256, rows * _STATE)
     stride = logits.stride(0)
     grid = (rows, cdiv(num_cols, cfg.block))
+    # the histograms and counters are accumulated into: zeroed by the launch list itself, so
+    # running it again (eagerly, or replayed from a CUDA graph) starts from zero every time
+    zero = KernelLaunch(_zero_kernel, (cdiv(workspace, 1024),), (flat, workspace), dict(BLOCK=1024))
     passes = [
         KernelLaunch(
             _radix_pass_kernel,
@@ -743,12 +784,20 @@ def _radix_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
         (logits, lengths, state, out, stride, out.stride(0), num_cols, k),
         dict(CHUNK=cfg.block, num_warps=cfg.num_warps),
     )
-    return passes + [collect]
+    return [zero] + passes + [collect]
 
 
-def _workspace(logits, *sizes, zeroed: bool = False):
+def _split_workspace(flat, *sizes):
+    from ._launch import TensorMeta
+
+    if isinstance(flat, TensorMeta):
+        return [TensorMeta((size,), torch.int32) for size in sizes]
+    return flat.split_with_sizes(sizes)
+
+
+def _workspace(logits, *sizes):
     """int32 regions of one allocation, each 16-byte aligned (a stable specialization); not
-    initialized unless ``zeroed`` (one memset): the split path's bound launch zeroes what is
+    initialized: the split path's bound launch and the radix path's first launch zero what is
     accumulated into."""
     from ._launch import TensorMeta
 
@@ -756,8 +805,7 @@ def _workspace(logits, *sizes, zeroed: bool = False):
     if isinstance(logits, TensorMeta):  # planning: only dtype and alignment matter
         return [TensorMeta((size,), torch.int32) for size in padded]
     total = sum(padded)
-    allocate = torch.zeros if zeroed else torch.empty
-    flat = allocate(max(total, 1), dtype=torch.int32, device=logits.device)
+    flat = torch.empty(max(total, 1), dtype=torch.int32, device=logits.device)
     return flat.split_with_sizes(padded) if total else [flat] * len(sizes)
 
 

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -355,7 +357,7 @@ def _run_radix(logits, lengths, k, device, chunk, warps=4):
     launches = ragged_topk_launches(
         logits.to(device), lengths.to(device), k, out, config=TopkConfig("radix", chunk, warps, 0)
     )
-    assert len(launches) == 5  # four digit passes, then the collect launch
+    assert len(launches) == 6  # zero the workspace, four digit passes, the collect launch
     for launch in launches:
         launch.run()
     return out
@@ -410,6 +412,32 @@ def test_topk_radix_value_ranges(device, spread):
     lengths = torch.tensor([width, 2999, 1500, 201], dtype=torch.int32)
     out = _run_radix(logits, lengths, k, device, chunk=512)
     assert_topk_matches(out, logits, lengths, k)
+
+
+@pytest.mark.parametrize("design", ["split", "split.apart", "radix"])
+def test_topk_launch_list_runs_again_exact(device, design):
+    # a launch list built once and run again (as a CUDA graph replays it) over new values: its
+    # workspace holds the last run's counters, and must not steer the next run
+    width, k, rows = 3000, 100, 5
+    gen = torch.Generator().manual_seed(11)
+    split = topk_launch_config(width * 4, k, 1)
+    config = {
+        "split": dataclasses.replace(split, block=512, candidates=256),
+        "split.apart": dataclasses.replace(
+            split, block=512, candidates=256, finish_warps=4, collect_warps=split.num_warps
+        ),
+        "radix": TopkConfig("radix", 512, 4, 0),
+    }[design]
+    logits = torch.randn(rows, width, generator=gen).to(device)
+    lengths = torch.tensor([width, 2500, 1024, 101, 100], dtype=torch.int32).to(device)
+    out = torch.empty(rows, k, dtype=torch.int32, device=device)
+    launches = ragged_topk_launches(logits, lengths, k, out, config=config)
+    for _ in range(2):
+        logits.copy_(torch.randn(rows, width, generator=gen))
+        out.fill_(INT_POISON)
+        for launch in launches:
+            launch.run()
+        assert_topk_matches(out, logits.cpu(), lengths.cpu(), k)
 
 
 def test_topk_radix_is_not_a_single_launch():

@@ -3,12 +3,10 @@ split rows finish (``SPLIT_FINISH_APART_MIN_ROWS``, ``SPLIT_FINISH_WARPS``), the
 search, and whether the radix path should take over).
 
 For rows x 32K float32 logits (uniform, every row full length), k = 512, side by side in one
-run: the dispatched config; the collect launch finishing rows itself; a third finishing launch
-with 2/4/8 warps; the dispatched config with the other search (nine-way or two/five-way),
-other chunks and 4 warps; the radix path (chunks 1K-8K, 4 or 8 warps). Each is timed in a CUDA
-graph (GPU time) and eagerly, and checked exact against torch.topk. Prints a table and writes
-JSON. Usage:
-    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...]
+run: every design of ``kernels.topk_tuning_configs`` (the dispatched config first). Each is
+timed in a CUDA graph (GPU time) and eagerly, and checked exact against torch.topk. Prints a
+table and writes JSON. Usage:
+    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--skip radix,...]
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ sys.path.insert(0, ".")
 sys.path.insert(0, "tools")
 from bench_kernels import bench, graph_bench, save  # noqa: E402
 
-from kernels import TopkConfig, ragged_topk_launches, topk_launch_config  # noqa: E402
+from kernels import ragged_topk_launches, topk_tuning_configs  # noqa: E402
 
 
 def main():
@@ -32,6 +30,7 @@ def main():
     parser.add_argument("--rows", default="8,64,256,512,1024,2048,4096")
     parser.add_argument("--cols", type=int, default=32768)
     parser.add_argument("--k", type=int, default=512)
+    parser.add_argument("--skip", default="", help="designs whose names start so, e.g. radix")
     args = parser.parse_args()
     cols, k = args.cols, args.k
     report = {"gpu": torch.cuda.get_device_name(), "cols": cols, "k": k, "cases": []}
@@ -41,31 +40,11 @@ def main():
         lengths = torch.full((rows,), cols, dtype=torch.int32, device="cuda")
         out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
         want = torch.topk(logits, k, dim=1).values.sort(dim=1, descending=True).values
-        dispatched = topk_launch_config(cols, k, rows)
-        fused = dataclasses.replace(topk_launch_config(cols, k, 1))
-        configs = [("dispatched", dispatched), ("fused", fused)]
-        configs += [
-            (
-                f"apart.w{w}",
-                dataclasses.replace(fused, finish_warps=w, collect_warps=fused.num_warps),
-            )
-            for w in (2, 4, 8)
+        configs = [
+            (name, cfg)
+            for name, cfg in topk_tuning_configs(cols, k, rows).items()
+            if not args.skip or not any(name.startswith(skip) for skip in args.skip.split(","))
         ]
-        # the nine-way search holds more registers in the bound launch (ptxas, sm_90: 67 vs 38
-        # at 8 warps), so fewer of its programs are resident: try it with 4 warps as well
-        for chunk in (dispatched.block, 8192, 2048, 1024):
-            for nine_way in (False, True):
-                for warps in (dispatched.num_warps, 4):
-                    cfg = dataclasses.replace(
-                        dispatched, block=chunk, nine_way=nine_way, num_warps=warps
-                    )
-                    if cfg != dispatched and (warps != 4 or dispatched.num_warps != 4):
-                        search = "nine" if nine_way else "five"
-                        configs.append((f"c{chunk}.{search}.w{warps}", cfg))
-        # the radix path: four digit passes over many programs per row, then a collect launch
-        for chunk in (8192, 4096, 2048, 1024):
-            for warps in (8, 4):
-                configs.append((f"radix.c{chunk}.w{warps}", TopkConfig("radix", chunk, warps, 0)))
         torch_ms = graph_bench(lambda logits=logits: torch.topk(logits, k, dim=1))
         for name, cfg in configs:
             launches = ragged_topk_launches(logits, lengths, k, out, config=cfg)

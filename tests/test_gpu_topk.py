@@ -1,0 +1,77 @@
+"""GPU: every top-k design the benchmarks time, at every row count they try, run as they run
+it: one launch list built once, then run again and again (eagerly and replayed from a CUDA
+graph), its output poisoned before each run and checked exact after it."""
+
+import pytest
+import torch
+
+from kernels import ragged_topk_launches, topk_tuning_configs
+
+from _helpers import INT_POISON
+
+pytestmark = pytest.mark.gpu
+
+COLS, K = 32768, 512
+ROWS = (8, 64, 256, 512, 1024, 2048, 4096)  # tools/bench_topk_rows.py's default rows
+DESIGNS = sorted({name for rows in ROWS for name in topk_tuning_configs(COLS, K, rows)})
+
+
+def _inputs(rows, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    logits = torch.randn(rows, COLS, device="cuda", generator=gen)
+    logits[: rows // 4] = logits[: rows // 4].round(decimals=1)  # ties at the threshold
+    lengths = torch.randint(K + 1, COLS + 1, (rows,), device="cuda", generator=gen)
+    lengths[:3] = torch.tensor([COLS, K, K + 1])  # a full row, a short row, one over k
+    return logits, lengths.to(torch.int32)
+
+
+def _assert_exact(out, logits, lengths):
+    """Tie-aware and vectorized (thousands of rows): every row's k indices are distinct, in
+    range, and their values are the row's k largest; rows no longer than k are 0..n-1, -1."""
+    rows = out.shape[0]
+    cols = torch.arange(COLS, device="cuda")
+    assert not (out == INT_POISON).any(), "some output elements were not written"
+    short = lengths <= K
+    want_short = torch.where(cols[:K] < lengths[:, None], cols[:K], -1).to(torch.int32)
+    assert torch.equal(out[short], want_short[short]), "a short row is not 0..n-1 then -1"
+    long_rows = ~short
+    got = out[long_rows].long()
+    n = lengths[long_rows].long()[:, None]
+    assert bool(((got >= 0) & (got < n)).all()), "an index outside its row's length"
+    assert bool((got.sort(dim=1).values.diff(dim=1) > 0).all()), "indices not distinct"
+    masked = logits[long_rows].masked_fill(cols >= n, float("-inf"))
+    best = masked.topk(K, dim=1).values
+    picked = masked.gather(1, got).sort(dim=1, descending=True).values
+    assert torch.equal(picked, best), f"{rows} rows: selected values are not the top-k"
+
+
+@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("design", DESIGNS)
+def test_topk_design_reruns_exact(rows, design):
+    configs = topk_tuning_configs(COLS, K, rows)
+    if design not in configs:
+        pytest.skip(f"{design} is not tried at {rows} rows")
+    logits, lengths = _inputs(rows, seed=rows)
+    out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
+    launches = ragged_topk_launches(logits, lengths, K, out, config=configs[design])
+
+    def run():
+        for launch in launches:
+            launch.run()
+
+    for _ in range(3):  # eager reruns of one launch list (its workspace reused)
+        out.fill_(INT_POISON)
+        run()
+        torch.cuda.synchronize()
+        _assert_exact(out, logits, lengths)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for seed in range(3):  # replays over fresh values in the same buffers
+        fresh, fresh_lengths = _inputs(rows, seed=1000 * rows + seed)
+        logits.copy_(fresh)
+        lengths.copy_(fresh_lengths)
+        out.fill_(INT_POISON)
+        graph.replay()
+        torch.cuda.synchronize()
+        _assert_exact(out, logits, lengths)
