@@ -41,6 +41,7 @@ from ._fs import atomic_write_json, read_json, sha256_bytes
 from .cache import CacheFolder, Fingerprint, checked_files, manifest_name
 from .config import DeploymentConfig
 from .errors import BundleError, CacheError, ConfigError
+from .recording import plan_source_from_dict
 
 __all__ = [
     "export_bundle",
@@ -58,9 +59,12 @@ log = logging.getLogger(__name__)
 BUNDLE_FORMAT = 1
 INDEX = "bundle.json"
 _ZSTD_MAGIC, _GZIP_MAGIC = b"\x28\xb5\x2f\xfd", b"\x1f\x8b"
-_MANIFEST_DIR = re.compile(r"^[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}$")
+# a config's geometry hash, or a recording's (``rec`` and hex)
+_MANIFEST_DIR = re.compile(r"^(?:rec)?[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_PLAN_MEMO = re.compile(r"^[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}-[0-9a-f]{16}-[0-9a-f]{8}\.json$")
+_PLAN_MEMO = re.compile(
+    r"^(?:rec)?[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}-[0-9a-f]{16}-[0-9a-f]{8}\.json$"
+)
 _MAX_INDEX_BYTES = 64 << 20
 
 
@@ -376,11 +380,11 @@ def _check_deployments(path: str, index: dict, staging: str, force: bool) -> lis
     checked = []
     for dep in index["deployments"]:
         try:
-            config = DeploymentConfig.from_dict(dep["config"], source="bundle config")
+            config = plan_source_from_dict(dep["config"], source="bundle config")
             fingerprint = Fingerprint(dict(dep["fingerprint"]))
             name, target = dep["manifest"], dep["target"]
             consistent = name == manifest_name(config, target, fingerprint)
-        except (ConfigError, KeyError, TypeError, ValueError):
+        except (ConfigError, KeyError, TypeError, ValueError):  # RecordingError too
             consistent = False
         if not consistent or f"qsa/{name}/manifest.json" not in files:
             raise BundleError(path, "a deployment's description does not match its manifest")

@@ -330,6 +330,8 @@ class BoundCache:
         read locally is memoized in the first layer that takes the write (and published)."""
         from .planner import build_plan, plan_source_digest
 
+        if not isinstance(self.config, DeploymentConfig):  # a recording: planned from itself
+            return self.config.build_plan(self.target, offline=offline)
         digest = plan_source_digest()
         memo_name = os.path.basename(self.plan_memo_path(self.primary, digest))
         sources = [

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from . import knobs
-from .errors import BundleError, CacheError, ConfigError, RemoteUnavailable
+from .errors import BundleError, CacheError, ConfigError, RecordingError, RemoteUnavailable
 
 __all__ = ["main"]
 
@@ -62,6 +62,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--jobs", type=int, metavar="N", help="parallel compile processes (default: all cores)"
+    )
+    common.add_argument(
+        "--recording",
+        metavar="FILE[,FILE]",
+        help="a recording of a real run (qsa-warmup record) as the plan, instead of a config",
+    )
+    common.add_argument(
+        "--retarget",
+        action="store_true",
+        help="build a recording for a target other than the one it was recorded on",
     )
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("-v", "--verbose", action="store_true")
@@ -145,6 +155,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     gc.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
     clear = sub.add_parser("clear", help="remove everything the cache holds")
+    record = sub.add_parser(
+        "record",
+        help="run COMMAND and record every Triton compile request it makes, for any kernel",
+    )
+    record.add_argument("--out", metavar="FILE", required=True, help="the recording (appended)")
+    record.add_argument(
+        "--target",
+        metavar="SM",
+        help="record under the offline driver for this target, compiling and launching nothing "
+        "(for code whose launchers run on CPU tensors); default: the GPU COMMAND runs on",
+    )
+    record.add_argument("-v", "--verbose", action="store_true")
+    record.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     for p in (stats, gc, clear):
         p.add_argument("--cache-dir", metavar="DIR")
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -180,16 +203,30 @@ def _add_expect_fingerprint(parser) -> None:
     )
 
 
-def _resolve(args):
-    """(config, targets, cache folder) from the flags, every problem named in one error."""
-    from .cache import CacheFolder
+def _source(args):
+    """The plan source the flags name: a recording (``--recording``), else a config."""
     from .config import load_config
 
     if args.config and args.preset:
         raise ConfigError("--preset", "give --config or --preset, not both")
+    if args.recording:
+        if args.config or args.preset:
+            raise ConfigError("--recording", "give --recording or --config/--preset, not both")
+        from .recording import load_recordings
+
+        return load_recordings(args.recording, retarget=args.retarget)
+    if args.retarget:
+        raise ConfigError("--retarget", "applies to --recording only")
+    return load_config(args.config, args.preset)
+
+
+def _resolve(args):
+    """(config, targets, cache folder) from the flags, every problem named in one error."""
+    from .cache import CacheFolder
+
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError("--jobs", f"must be >= 1, got {args.jobs}")
-    cfg = load_config(args.config, args.preset)
+    cfg = _source(args)
     targets = _targets(args.target, cfg)
     if getattr(args, "remote", None):
         from .remote import RemoteSettings
@@ -204,8 +241,13 @@ def _resolve(args):
 def _targets(flag: str | None, cfg) -> list[str]:
     """The targets ``--target`` names (a list, or ``all``), else this GPU's, else the config's."""
     from . import triton_compat as tc
-    from .config import target_problems
+    from .config import DeploymentConfig, target_problems
 
+    if not isinstance(cfg, DeploymentConfig):  # a recording: its targets, or --retarget's
+        names = cfg.targets if not flag or flag == "all" else [n.strip() for n in flag.split(",")]
+        for name in names:
+            cfg.check_target(name, "--target")
+        return list(dict.fromkeys(names))
     if not flag:
         gpu = tc.current_gpu_target()
         target = cfg.target if gpu is None else tc.target_name(gpu)
@@ -461,12 +503,11 @@ def _cmd_info(args, cfg, target, folder) -> _Outcome:
 def _cmd_export(args) -> int:
     from .bundle import export_bundle, manifest_fingerprints, select_manifests
     from .cache import CacheFolder
-    from .config import load_config
 
     folder = CacheFolder(args.cache_dir or knobs.cache_dir())
     folder.check_usable()
-    named = args.config or args.preset or args.target
-    cfg = load_config(args.config, args.preset) if named else None
+    named = args.config or args.preset or args.target or args.recording
+    cfg = _source(args) if named else None
     targets = _targets(args.target, cfg) if args.target else None
     names = select_manifests(folder, cfg, targets)
     if args.expect_fingerprint:
@@ -492,6 +533,44 @@ def _print_bundle_report(args, report, last_line: str) -> None:
     for d in report.deployments:
         print(f"  {d['target']:<7} {d['specs']:>4} specs  {d['manifest']}")
     print(last_line)
+
+
+def _cmd_record(args) -> int:
+    """Run the command with recording switched on in every Python process it starts (a
+    ``sitecustomize`` on PYTHONPATH, and the knobs it reads); its exit code is returned."""
+    import subprocess
+
+    from .recording import record_environment
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise ConfigError("COMMAND", "give the command to record after --, e.g. -- python run.py")
+    if args.target:
+        from . import triton_compat as tc
+
+        try:
+            tc.parse_target(args.target)
+        except ValueError as exc:
+            raise ConfigError("--target", str(exc)) from None
+    out = os.path.abspath(args.out)
+    if os.path.isdir(out):
+        raise ConfigError("--out", f"{out} is a folder; give a file to append the recording to")
+    before = _count_lines(out)
+    try:
+        code = subprocess.call(cmd, env=record_environment(out, args.target))
+    except FileNotFoundError:
+        raise ConfigError("COMMAND", f"{cmd[0]}: not found") from None
+    added = _count_lines(out) - before
+    _note(f"{added} compile requests recorded into {out} (command exited {code})")
+    return code
+
+
+def _count_lines(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
 
 
 def _cmd_stats(args) -> int:
@@ -566,12 +645,11 @@ def _cmd_clear(args) -> int:
 def _cmd_import(args) -> int:
     from .bundle import import_bundle
     from .cache import CacheFolder
-    from .config import load_config
 
     folder = CacheFolder(args.cache_dir or knobs.cache_dir())
     require = None
-    if args.config or args.preset or args.target:
-        cfg = load_config(args.config, args.preset)
+    if args.config or args.preset or args.target or args.recording:
+        cfg = _source(args)
         geometry = cfg.geometry_hash()
         targets = _targets(args.target, cfg) if args.target else None
         require = [f"{geometry}-{t}-" for t in targets] if targets else [f"{geometry}-"]
@@ -679,6 +757,8 @@ def _run(argv) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
+    if args.command == "record":  # the command runs as it would alone: Triton's knobs untouched
+        return _cmd_record(args)
     import triton
 
     if knobs.interpreter_requested():
@@ -727,6 +807,8 @@ def main(argv=None) -> int:
         _note(f"cache error: {exc}")
     except BundleError as exc:
         _note(f"bundle refused: {exc}")
+    except RecordingError as exc:
+        _note(f"recording refused: {exc}")
     except RemoteUnavailable as exc:
         _note(f"shared tier error: {exc}")
     except BrokenPipeError:

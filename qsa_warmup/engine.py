@@ -25,9 +25,9 @@ from . import triton_compat as tc
 from ._fs import held_lock
 from .cache import BoundCache, CacheFolder, Lookup
 from .collect import in_use
-from .config import DeploymentConfig
 from .errors import CacheError, ConfigError
 from .planner import Plan, PlannedSpec, build_plan, kernel_functions, settle_kernel_hashes
+from .recording import plan_source_from_dict
 
 __all__ = ["BuildReport", "SpecResult", "prebuild", "build_spec", "check_plan"]
 
@@ -136,7 +136,7 @@ def _worker_cache(
     cfg_json: str, target: str, root: str, remote_url: str | None
 ) -> tuple[BoundCache, dict]:
     plan = _inherited.get((cfg_json, target))
-    cfg = plan.config if plan else DeploymentConfig.from_dict(json.loads(cfg_json))
+    cfg = plan.config if plan else plan_source_from_dict(json.loads(cfg_json))
     plan = plan or build_plan(cfg, target)
     return BoundCache(cfg, target, CacheFolder(root), remote_url=remote_url), plan.by_id()
 

@@ -6,6 +6,7 @@ __all__ = [
     "ConfigError",
     "CacheError",
     "BundleError",
+    "RecordingError",
     "RemoteUnavailable",
     "StrictModeError",
     "WarmupUnavailable",
@@ -40,6 +41,17 @@ class BundleError(ValueError):
     def __init__(self, path: str, message: str):
         super().__init__(f"{path}: {message}")
         self.path = path
+
+
+class RecordingError(ValueError):
+    """A recording cannot be used as asked. ``problems`` lists (what, fix) for each entry or
+    line at fault; ``path`` names the recording."""
+
+    def __init__(self, path: str, problems: list[tuple[str, str]]):
+        self.path, self.problems = path, list(problems)
+        shown = "; ".join(f"{what}: {fix}" for what, fix in self.problems[:5])
+        more = f" (and {len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
+        super().__init__(f"{path}: {shown}{more}")
 
 
 class RemoteUnavailable(ConnectionError):

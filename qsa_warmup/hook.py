@@ -290,16 +290,24 @@ def verify(cache: BoundCache, plan: Plan, warn) -> tuple[dict[str, Lookup], list
 def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> dict:
     """``qsa-warmup prebuild --only ...`` in a fresh process; its JSON report. A pool forked
     from a CUDA process is unsafe, and spawn re-runs the server's ``__main__``."""
+    from .recording import Recording, append_requests
+
+    source = cache.config
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(cache.config.to_dict(), f)
+        if not isinstance(source, Recording):
+            json.dump(source.to_dict(), f)
+    if isinstance(source, Recording):
+        append_requests(f.name, source.requests)
+        flags = ["--recording", f.name] + (["--retarget"] if source.retarget else [])
+    else:
+        flags = ["--config", f.name]
     try:
         cmd = [
             sys.executable,
             "-m",
             "qsa_warmup",
             "prebuild",
-            "--config",
-            f.name,
+            *flags,
             "--target",
             cache.target,
             "--cache-dir",
@@ -450,16 +458,16 @@ def prepare_gpu(
                 warn(f"{spec.id}: cannot load on cuda:{device}: {exc}")
 
 
-def register_strict(plan: Plan, mode: str) -> None:
+def register_strict(plan: Plan, mode: str, scope: str | None = None) -> None:
     strict_mode.register_plan(plan)
-    set_strict_mode(mode)
+    set_strict_mode(mode, scope)
 
 
 # -- the hook ---------------------------------------------------------------------------------
 
 
 def _repeat(
-    cfg, target, device, root: CacheFolder, strict: str, start: float
+    cfg, target, device, root: CacheFolder, strict: str, scope: str, start: float
 ) -> WarmupReport | None:
     """The report of an earlier warmup of the same config, target, device and folder in this
     process, as a repeat (nothing to do but set strict mode), else None."""
@@ -468,7 +476,7 @@ def _repeat(
         previous = _warmed.get((cfg.geometry_hash(), target, device, root.root))
     if previous is None:
         return None
-    set_strict_mode(strict)
+    set_strict_mode(strict, scope)
     report = WarmupReport(
         **{
             **previous.__dict__,
@@ -486,38 +494,106 @@ def _repeat(
 def warmup(
     config=None,
     *,
+    recordings=None,
     device: int | None = None,
     cache_dir: str | None = None,
     jobs: int | None = None,
     strict: str | None = None,
+    strict_scope: str | None = None,
     timeout: float | None = None,
     target: str | None = None,
     remote: str | None = None,
 ) -> WarmupReport:
     """Make every planned spec of ``config`` ready in this process; compile only what is missing.
 
-    ``config``: a DeploymentConfig, dict, JSON path or preset name (default preset if None).
+    ``config``: a DeploymentConfig, dict, JSON path or preset name (default preset if None and
+    no recordings are given). ``recordings``: recording files (a list, a comma-separated
+    string, or a loaded Recording; default: $QSA_WARMUP_RECORDINGS) warmed besides ``config``.
     ``device``: CUDA device index (default: current); with no GPU, or with ``target`` given,
     kernels are built and loaded for that target offline (CI, tests). ``strict``: off | warn |
-    error after warmup (default: $QSA_WARMUP_STRICT). ``timeout``: seconds to wait for another
-    process's compile of a spec before compiling it here. ``remote``: the shared tier's URL
-    (default: $QSA_WARMUP_REMOTE; "" for none). Safe to call again (a repeat is
-    nearly free), for other configs, folders and devices, and from several processes at once.
+    error after warmup (default: $QSA_WARMUP_STRICT); ``strict_scope``: planned (kernels of a
+    warmed plan or recording, and the ``kernels`` package) | all (any Triton compile; default:
+    $QSA_WARMUP_STRICT_SCOPE). ``timeout``: seconds to wait for another process's compile of a
+    spec before compiling it here. ``remote``: the shared tier's URL (default:
+    $QSA_WARMUP_REMOTE; "" for none). Safe to call again (a repeat is nearly free), for other
+    configs, folders and devices, and from several processes at once. With recordings, the
+    report sums every source's.
     """
     start = time.perf_counter()
     if knobs.interpreter_requested():
         raise WarmupUnavailable(
             "TRITON_INTERPRET=1: kernels run in the interpreter, there is nothing to warm up"
         )
-    cfg = _as_config(config)
+    if knobs.record_path():  # this process's later compile requests go into a recording
+        from .recording import start_recording_from_knobs
+
+        start_recording_from_knobs()
+    sources = _sources(config, recordings)
     strict = strict or knobs.strict_mode()
     if strict not in knobs.STRICT_MODES:
         raise ConfigError(
             "strict", f"must be one of {', '.join(knobs.STRICT_MODES)}, got {strict!r}"
         )
+    scope = strict_scope or knobs.strict_scope()
+    if scope not in knobs.STRICT_SCOPES:
+        raise ConfigError(
+            "strict_scope", f"must be one of {', '.join(knobs.STRICT_SCOPES)}, got {scope!r}"
+        )
     root = CacheFolder(cache_dir or knobs.cache_dir())
+    options = dict(device=device, jobs=jobs, timeout=timeout, target=target, remote=remote)
+    reports = [_warm_source(cfg, root, strict, scope, start, **options) for cfg in sources]
+    if len(reports) == 1:
+        return reports[0]
+    return _summed(reports, time.perf_counter() - start)
+
+
+def _sources(config, recordings) -> list:
+    """The plan sources one warmup call makes ready: the config (unless only recordings are
+    given), then the recordings merged into one."""
+    from .recording import Recording, load_recordings
+
+    if recordings is None:
+        recordings = knobs.recordings() or None
+    sources = [] if config is None and recordings else [_as_config(config)]
+    if recordings:
+        sources.append(
+            recordings if isinstance(recordings, Recording) else load_recordings(recordings)
+        )
+    return sources
+
+
+def _summed(reports: list[WarmupReport], seconds: float) -> WarmupReport:
+    first = reports[0]
+    return WarmupReport(
+        **{
+            **first.__dict__,
+            "planned": sum(r.planned for r in reports),
+            "loaded": sum(r.loaded for r in reports),
+            "compiled": sum(r.compiled for r in reports),
+            "fetched": sum(r.fetched for r in reports),
+            "seconds": seconds,
+            "rebuilt": [x for r in reports for x in r.rebuilt],
+            "warnings": [x for r in reports for x in r.warnings],
+            "repeat": all(r.repeat for r in reports),
+        }
+    )
+
+
+def _warm_source(
+    cfg,
+    root: CacheFolder,
+    strict: str,
+    scope: str,
+    start: float,
+    *,
+    device,
+    jobs,
+    timeout,
+    target,
+    remote,
+) -> WarmupReport:
     if _warmed:  # maybe a repeat: answer it before touching any folder
-        repeat = _repeat(cfg, target, device, root, strict, start)
+        repeat = _repeat(cfg, target, device, root, strict, scope, start)
         if repeat is not None:
             return repeat
     warn = _Warnings()
@@ -543,7 +619,7 @@ def warmup(
                     timeout=timeout,
                     warn=warn,
                 )
-    register_strict(plan, strict)
+    register_strict(plan, strict, scope)
     report = WarmupReport(
         planned=len(plan.specs),
         loaded=loaded,

@@ -30,6 +30,16 @@ __all__ = [
     "REMOTE_ENV",
     "REMOTE_KEY_ENV",
     "REMOTE_READONLY_ENV",
+    "record_path",
+    "record_target",
+    "recordings",
+    "strict_scope",
+    "environment",
+    "RECORD_ENV",
+    "RECORD_TARGET_ENV",
+    "RECORDINGS_ENV",
+    "STRICT_SCOPE_ENV",
+    "STRICT_SCOPES",
 ]
 
 CACHE_DIR_ENV = "QSA_WARMUP_CACHE_DIR"
@@ -41,6 +51,11 @@ STRICT_MODES = ("off", "warn", "error")
 REMOTE_ENV = "QSA_WARMUP_REMOTE"
 REMOTE_KEY_ENV = "QSA_WARMUP_REMOTE_KEY"
 REMOTE_READONLY_ENV = "QSA_WARMUP_REMOTE_READONLY"
+RECORD_ENV = "QSA_WARMUP_RECORD"
+RECORD_TARGET_ENV = "QSA_WARMUP_RECORD_TARGET"
+RECORDINGS_ENV = "QSA_WARMUP_RECORDINGS"
+STRICT_SCOPE_ENV = "QSA_WARMUP_STRICT_SCOPE"
+STRICT_SCOPES = ("planned", "all")
 _TRUE = ("1", "true", "on", "yes")
 
 
@@ -131,3 +146,39 @@ def ld_library_path() -> str:
 def interpreter_requested() -> bool:
     """TRITON_INTERPRET is Triton's knob; warmup needs compiled kernels, so it must be off."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in _TRUE
+
+
+def record_path() -> str | None:
+    """``$QSA_WARMUP_RECORD``: the recording file this process appends its Triton compile
+    requests to, or None."""
+    value = os.environ.get(RECORD_ENV, "").strip()
+    return os.path.abspath(os.path.expanduser(value)) if value else None
+
+
+def record_target() -> str | None:
+    """``$QSA_WARMUP_RECORD_TARGET``: record under the offline driver for this target (no GPU,
+    nothing compiled or launched), or None to record on the process's GPU."""
+    return os.environ.get(RECORD_TARGET_ENV, "").strip() or None
+
+
+def recordings() -> list[str]:
+    """``$QSA_WARMUP_RECORDINGS``: recording files a server warms besides its deployment
+    (comma- or path-separator-separated)."""
+    value = os.environ.get(RECORDINGS_ENV, "")
+    return [p.strip() for p in value.replace(os.pathsep, ",").split(",") if p.strip()]
+
+
+def strict_scope() -> str:
+    """``$QSA_WARMUP_STRICT_SCOPE``: planned (kernels of a warmed plan or recording) or all
+    (any Triton compile after warmup)."""
+    value = os.environ.get(STRICT_SCOPE_ENV, "planned").strip().lower() or "planned"
+    if value not in STRICT_SCOPES:
+        raise ConfigError(
+            STRICT_SCOPE_ENV, f"must be one of {', '.join(STRICT_SCOPES)}, got {value!r}"
+        )
+    return value
+
+
+def environment() -> dict:
+    """A copy of this process's environment (for a child process it starts)."""
+    return dict(os.environ)

@@ -31,6 +31,7 @@ __all__ = [
     "PlannedSpec",
     "Plan",
     "build_plan",
+    "recording_plan",
     "launch_for",
     "plan_source_digest",
     "settle_kernel_hashes",
@@ -298,6 +299,8 @@ def build_plan(
     Triton's per-device binder state is the real device's. ``memo`` is a plan's
     :meth:`Plan.to_memo` from the same config, target, toolchain and :func:`kernels_digest`:
     it skips the envelope walk and the binder probes."""
+    if not isinstance(cfg, DeploymentConfig):  # a recording plans itself
+        return cfg.build_plan(target, offline=offline)
     target_name = target or cfg.target
     arch = tc.parse_target(target_name).arch
     if memo is not None:
@@ -367,3 +370,84 @@ def build_plan(
                 seen[(kernel, key)] = spec
                 specs.append(spec)
     return Plan(cfg, target_name, specs)
+
+
+# -- recordings -----------------------------------------------------------------------------------
+
+
+def _recorded_kernels(recording, target: str, retarget: bool) -> list:
+    """(request, JIT function) for each request; every entry that cannot be built here is
+    named with its fix in one RecordingError."""
+    from .recording import RecordingError
+
+    found, problems, kernels = [], {}, {}
+    for request in recording.requests:
+        name = f"{request.module}.{request.qualname}"
+        if request.target != target and not retarget:
+            problems.setdefault(
+                f"{name} was recorded on {request.target}",
+                f"record on a {target} GPU, or pass --retarget to build it for {target}",
+            )
+            continue
+        if name not in kernels:
+            try:
+                kernels[name] = tc.resolve_jit_function(request.module, request.qualname)
+            except tc.KernelNotFound as exc:
+                kernels[name] = None
+                problems[name] = f"{exc.reason}; install the code that defines it where you build"
+        fn = kernels[name]
+        if fn is None:
+            continue
+        if tc.source_hash(fn) != request.source_hash:
+            problems.setdefault(
+                name, "its source changed since it was recorded; record the run again"
+            )
+            continue
+        found.append((request, fn))
+    if problems:
+        raise RecordingError(recording.name, list(problems.items()))
+    return found
+
+
+def recording_plan(recording, target: str, *, offline: bool = True, retarget: bool = False) -> Plan:
+    """The plan of a recording on ``target``: one spec per recorded request (Triton's key and
+    specialization as recorded, the compile hash computed here, under this toolchain)."""
+    from .recording import RecordedLaunch
+
+    arch = tc.parse_target(target).arch
+    found = _recorded_kernels(recording, target, retarget)
+    if retarget and any(r.target != target for r, _ in found):
+        log.warning(
+            "building requests recorded on %s for %s: the code's own launch choices (block "
+            "sizes, warps) may differ on a %s GPU, so a server there may still compile",
+            ", ".join(recording.targets),
+            target,
+            target,
+        )
+    # every JIT function of the recorded kernels' modules, helpers included (see
+    # settle_kernel_hashes): the hashes a build writes are the ones a server computes
+    modules = {sys.modules[fn.module] for _, fn in found if fn.module in sys.modules}
+    fns = [v for m in modules for v in vars(m).values() if tc.is_jit_function(v)]
+    tc.settle_kernel_hashes(list({id(f): f for f in fns}.values()))
+    specs = []
+    with tc.active_driver(tc.GPUTarget("cuda", arch, 32) if offline else None):
+        for request, fn in found:
+            data = tc.localized_specialization(request.specialization)
+            if request.target != target:
+                data = tc.retarget_specialization(data, tc.parse_target(request.target).arch, arch)
+            digest = hashlib.sha256(request.key.encode()).hexdigest()[:10]
+            specs.append(
+                PlannedSpec(
+                    f"{request.qualname}.{digest}",
+                    "recorded",
+                    request.qualname,
+                    RecordedLaunch(fn, data),
+                    request.key,
+                    f"{request.module}, recorded on {request.target}"
+                    + (" (autotuning)" if request.autotuned else ""),
+                    (),
+                    tc.recorded_compile_hash(fn, data),
+                    data,
+                )
+            )
+    return Plan(recording, target, specs)

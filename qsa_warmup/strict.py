@@ -1,4 +1,7 @@
-"""Strict no-JIT mode: what a compile of a ``kernels`` kernel does once warmup has run.
+"""Strict no-JIT mode: what a Triton compile does once warmup has run.
+
+Scope ``planned`` (the default) covers the ``kernels`` package and every kernel of a warmed
+plan or recording; ``all`` covers any Triton compile in the process.
 
 The planned variants of every warmup in the process are kept (a process may serve several
 deployments: two models, a draft and a target), so the closest planned variant named in an
@@ -18,27 +21,47 @@ from . import knobs
 from . import triton_compat as tc
 from .errors import ConfigError, StrictModeError
 
-__all__ = ["set_strict_mode", "strict_mode", "register_plan", "warming", "closest_planned"]
+__all__ = [
+    "set_strict_mode",
+    "strict_mode",
+    "strict_scope",
+    "register_plan",
+    "warming",
+    "warming_here",
+    "closest_planned",
+]
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_state = {"mode": "off"}
+_state = {"mode": "off", "scope": "planned"}
 _planned: dict[str, dict[str, tuple[dict, int]]] = {}  # kernel -> spec id -> (constants, num_warps)
+_planned_kernels: set[tuple[str, str]] = set()  # (module, kernel) of every warmed spec
 _local = threading.local()
 
 
-def set_strict_mode(mode: str) -> None:
-    """off | warn | error: what a compile of a ``kernels`` kernel does after warmup."""
+def set_strict_mode(mode: str, scope: str | None = None) -> None:
+    """off | warn | error: what a compile in ``scope`` (planned | all; default: unchanged)
+    does after warmup."""
     if mode not in knobs.STRICT_MODES:
         raise ConfigError("strict", f"must be one of {', '.join(knobs.STRICT_MODES)}, got {mode!r}")
+    if scope is not None and scope not in knobs.STRICT_SCOPES:
+        raise ConfigError(
+            "strict_scope", f"must be one of {', '.join(knobs.STRICT_SCOPES)}, got {scope!r}"
+        )
     with _lock:
         _state["mode"] = mode
+        if scope is not None:
+            _state["scope"] = scope
         tc.install_jit_cache_hook(_on_compile_request)  # once; chained behind hooks before it
 
 
 def strict_mode() -> str:
     return _state["mode"]
+
+
+def strict_scope() -> str:
+    return _state["scope"]
 
 
 def register_plan(plan) -> None:
@@ -48,10 +71,16 @@ def register_plan(plan) -> None:
             consts = {
                 k: v for k, v in spec.launch.options.items() if k not in ("num_warps", "num_stages")
             }
+            _planned_kernels.add((spec.launch.kernel.module, spec.kernel))
             _planned.setdefault(spec.kernel, {})[spec.id] = (
                 json.loads(json.dumps(consts, default=str)),
                 spec.launch.options.get("num_warps", 4),
             )
+
+
+def warming_here() -> bool:
+    """Whether this thread is inside a warmup."""
+    return bool(getattr(_local, "depth", 0))
 
 
 @contextlib.contextmanager
@@ -79,9 +108,17 @@ def closest_planned(variant) -> str | None:
     return min(planned.items(), key=distance)[0]
 
 
+def _in_scope(variant, module: str) -> bool:
+    return (
+        _state["scope"] == "all"
+        or module.startswith("kernels.")
+        or (module, variant.kernel) in _planned_kernels
+    )
+
+
 def _on_compile_request(variant, module: str) -> bool:
     mode = _state["mode"]
-    if mode == "off" or not module.startswith("kernels.") or getattr(_local, "depth", 0):
+    if mode == "off" or getattr(_local, "depth", 0) or not _in_scope(variant, module):
         return False
     text = f"{variant.kernel} num_warps={variant.num_warps} constants={variant.constants}"
     closest = closest_planned(variant)

@@ -4,8 +4,10 @@ vLLM loads every entry point of the ``vllm.general_plugins`` group in each of it
 (the API server, the engine core, every worker), possibly more than once, and before a worker
 has picked its GPU. So :func:`register`:
 
-- reads the deployment from ``$QSA_WARMUP_CONFIG`` (a JSON path or a preset name); the cache,
-  strict mode and shared tier come from the knobs the hook reads;
+- reads the deployment from ``$QSA_WARMUP_CONFIG`` (a JSON path or a preset name) and the
+  recordings from ``$QSA_WARMUP_RECORDINGS``; the cache, strict mode and shared tier come from
+  the knobs the hook reads; with ``$QSA_WARMUP_RECORD`` set, it records every Triton compile
+  request of the process (any kernel) into that file;
 - in a process that already uses a CUDA device, warms up for it at once;
 - in one that has not picked a device yet, waits for it: the first ``torch.cuda.set_device``
   of the process (how vLLM's worker binds its GPU) runs the warmup right after, for that
@@ -36,11 +38,19 @@ def register() -> None:
         if _state["registered"]:
             return
         _state["registered"] = True
+    if knobs.record_path():  # a dummy-run sweep recorded for an offline build
+        from .recording import start_recording_from_knobs
+
+        start_recording_from_knobs()
     deployment = knobs.deployment()
-    if deployment is None:
-        log.info("qsa-warmup: %s is not set; no warmup in this process", knobs.CONFIG_ENV)
+    if deployment is None and not knobs.recordings():
+        log.info(
+            "qsa-warmup: %s is not set (nor %s); no warmup in this process",
+            knobs.CONFIG_ENV,
+            knobs.RECORDINGS_ENV,
+        )
         return
-    config = _config(deployment)
+    config = _config(deployment) if deployment is not None else None
     torch = _torch()
     if torch is None or not torch.cuda.is_available():
         log.info("qsa-warmup: no CUDA device in this process; no warmup here")

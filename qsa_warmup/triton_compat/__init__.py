@@ -12,7 +12,9 @@ A Triton upgrade should touch this package only. Split by concern:
   binding data), and a verified entry put straight into the in-memory cache;
 - ``toolchain``: the toolchain parts of every key, and a memo of what Triton recomputes in
   every fresh process;
-- ``launchers``: Triton's C launchers, shared and built at once.
+- ``launchers``: Triton's C launchers, shared and built at once;
+- ``recorded``: any kernel's compile requests as a recording keeps them, and building or binding
+  them again from Triton's serialization of the request.
 
 Every Triton function or attribute replaced here is recorded; :func:`restore` puts Triton's
 own back.
@@ -55,6 +57,18 @@ from .loader import (
     load_from_entry,
     settle_kernel_hashes,
     specialization_data,
+)
+from .recorded import (
+    KernelNotFound,
+    RecordedRequest,
+    localized_specialization,
+    preload_recorded,
+    recorded_compile_hash,
+    recorded_options,
+    recording_requests,
+    resolve_jit_function,
+    retarget_specialization,
+    source_hash,
 )
 from .targets import (
     GPUTarget,
@@ -119,6 +133,17 @@ __all__ = [
     "load_from_entry",
     "settle_kernel_hashes",
     "specialization_data",
+    # recorded requests
+    "KernelNotFound",
+    "RecordedRequest",
+    "localized_specialization",
+    "preload_recorded",
+    "recorded_compile_hash",
+    "recorded_options",
+    "recording_requests",
+    "resolve_jit_function",
+    "retarget_specialization",
+    "source_hash",
     # toolchain
     "install_memoized_toolchain_identity",
     "prime_toolchain_memo",

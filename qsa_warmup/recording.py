@@ -1,0 +1,315 @@
+"""Recordings: every Triton compile request a real run made, for kernels nobody declared, kept as
+a plan source beside the QSA deployments.
+
+A recording file holds JSON lines, one request each (format ``qsa-warmup-recording``, a
+version): the kernel's module and qualified name, a hash of its source, Triton's in-memory key
+and specialization data, and the target. Several processes append to one file at once (a lock
+around each write, one write per line), so tensor-parallel ranks lose nothing; loading merges
+files and drops duplicates (the same kernel, key and target). Building a recording imports each
+kernel where it is built: a kernel whose source changed since, or whose module cannot be
+imported, is refused by name with the fix, never skipped.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+
+from . import knobs
+from . import triton_compat as tc
+from .errors import ConfigError, RecordingError
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "plan_source_from_dict",
+    "FORMAT",
+    "VERSION",
+    "Recording",
+    "RecordingError",
+    "RecordedLaunch",
+    "load_recordings",
+    "start_recording",
+    "start_recording_from_knobs",
+    "record_environment",
+    "stop_recording",
+    "append_requests",
+]
+
+FORMAT = "qsa-warmup-recording"
+VERSION = 1
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def append_requests(path: str, requests) -> None:
+    """Append ``requests`` to the recording at ``path``: one write of whole lines under an
+    exclusive lock, so processes recording into one file at once never interleave."""
+    lines = "".join(
+        json.dumps({"format": FORMAT, "version": VERSION, **r.to_json()}, sort_keys=True) + "\n"
+        for r in requests
+    )
+    if not lines:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        data = lines.encode()
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class _Recorder:
+    """Writes each new request of this process as it is made (a crash loses none)."""
+
+    def __init__(self, path: str, block: bool):
+        self.path, self.block = path, block
+        self.seen: set = set()
+        self.lock = threading.Lock()
+        self.context = None
+
+    def __call__(self, request) -> None:
+        from .strict import warming_here
+
+        if warming_here():  # a warmup's own builds are already planned
+            return
+        with self.lock:
+            if request.identity in self.seen:
+                return
+            self.seen.add(request.identity)
+        try:
+            append_requests(self.path, [request])
+        except OSError as exc:  # recording must never stop the run it records
+            log.warning("cannot append to recording %s: %s", self.path, exc)
+
+
+_active: list[_Recorder] = []
+
+
+def start_recording(path: str, *, block: bool = False) -> None:
+    """Record every Triton compile request of this process into ``path`` from now on (appends;
+    several processes may share the file). ``block``: skip each compile (recording launchers
+    that run on CPU tensors under the offline driver)."""
+    path = os.path.abspath(path)
+    if any(r.path == path for r in _active):
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    recorder = _Recorder(path, block)
+    recorder.context = tc.recording_requests(recorder, block=block)
+    recorder.context.__enter__()
+    _active.append(recorder)
+    log.info("recording Triton compile requests into %s", path)
+
+
+def start_recording_from_knobs() -> bool:
+    """Start recording where ``$QSA_WARMUP_RECORD`` names a file (``$QSA_WARMUP_RECORD_TARGET``:
+    under the offline driver for that target, compiling nothing); True if recording."""
+    path = knobs.record_path()
+    if not path:
+        return False
+    target = knobs.record_target()
+    if target:
+        tc.set_active_target(tc.parse_target(target))
+    start_recording(path, block=bool(target))
+    return True
+
+
+def record_environment(path: str, target: str | None) -> dict:
+    """The environment ``qsa-warmup record`` runs its command in: the knobs, and a folder on
+    PYTHONPATH whose ``sitecustomize`` starts recording in every Python process."""
+    import qsa_warmup
+
+    boot = os.path.join(os.path.dirname(qsa_warmup.__file__), "_record_boot")
+    env = knobs.environment()
+    env[knobs.RECORD_ENV] = path
+    env.pop(knobs.RECORD_TARGET_ENV, None)
+    if target:
+        env[knobs.RECORD_TARGET_ENV] = target
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def stop_recording() -> None:
+    while _active:
+        _active.pop().context.__exit__(None, None, None)
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def _parse_line(path: str, number: int, line: str):
+    where = f"{path}:{number}"
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None, (where, "not a JSON line; re-record it")
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        return None, (where, f"not a {FORMAT} line")
+    version = obj.get("version")
+    if not isinstance(version, int) or version > VERSION:
+        return None, (where, f"format version {version!r}; this qsa-warmup reads up to {VERSION}")
+    fields = tc.RecordedRequest.__dataclass_fields__
+    try:
+        request = tc.RecordedRequest(**{k: obj[k] for k in fields if k in obj})
+        json.loads(request.specialization)
+    except (TypeError, ValueError):
+        return None, (where, "an incomplete request; re-record it")
+    return request, None
+
+
+@dataclass
+class Recording:
+    """Requests merged from one or more recording files, duplicates dropped."""
+
+    paths: list[str]
+    requests: list = field(default_factory=list)
+    retarget: bool = False  # build for a target other than the one recorded (--retarget)
+
+    @property
+    def name(self) -> str:
+        return ",".join(self.paths)
+
+    @property
+    def targets(self) -> list[str]:
+        return sorted({r.target for r in self.requests})
+
+    @property
+    def target(self) -> str:
+        """The target the recording came from (the first, where several recorded into it)."""
+        return self.targets[0] if self.requests else "sm_90"
+
+    def geometry_hash(self) -> str:
+        """Identity of what is recorded (the cache keeps one manifest per recording)."""
+        h = hashlib.sha256()
+        for r in sorted(self.requests, key=lambda r: r.identity):
+            h.update(json.dumps([*r.identity, r.source_hash, r.specialization]).encode())
+        return "rec" + h.hexdigest()[:13]
+
+    def to_dict(self) -> dict:
+        """The whole recording (a manifest or a bundle describes itself: it can be planned and
+        checked again from this alone)."""
+        return {
+            "recording": {
+                "format": FORMAT,
+                "version": VERSION,
+                "files": self.paths,
+                "targets": self.targets,
+                "kernels": sorted({f"{r.module}.{r.qualname}" for r in self.requests}),
+                "requests": [r.to_json() for r in self.requests],
+            }
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, *, source: str = "recording") -> "Recording":
+        body = data.get("recording") if isinstance(data, dict) else None
+        if not isinstance(body, dict) or not isinstance(body.get("requests"), list):
+            raise ConfigError(source, "not a recording")
+        requests, problems = [], []
+        for number, obj in enumerate(body["requests"], 1):
+            line = json.dumps({"format": FORMAT, "version": body.get("version", VERSION), **obj})
+            request, problem = _parse_line(source, number, line)
+            if problem:
+                problems.append(problem)
+            else:
+                requests.append(request)
+        if problems:
+            raise RecordingError(source, problems)
+        return cls(list(body.get("files", [])), requests)
+
+    def check_target(self, target: str, field: str = "target") -> None:
+        """ConfigError unless this Triton compiles for ``target`` and the recording may be built
+        for it (recorded there, or ``retarget``)."""
+        try:
+            tc.parse_target(target)
+        except ValueError as exc:
+            raise ConfigError(field, str(exc)) from None
+        others = [t for t in self.targets if t != target]
+        if others and not self.retarget:
+            raise ConfigError(
+                field,
+                f"{self.name} was recorded on {', '.join(self.targets)}, not {target}: record on "
+                f"a {target} GPU, or pass --retarget to build it for {target}",
+            )
+
+    def build_plan(self, target: str | None = None, *, offline: bool = True):
+        from .planner import recording_plan
+
+        return recording_plan(self, target or self.target, offline=offline, retarget=self.retarget)
+
+
+def load_recordings(paths, *, retarget: bool = False) -> Recording:
+    """Merge the recordings at ``paths`` (a list, or one comma-separated string)."""
+    if isinstance(paths, str):
+        paths = [p for p in paths.split(",") if p.strip()]
+    paths = [os.path.abspath(os.path.expanduser(p.strip())) for p in paths]
+    if not paths:
+        raise ConfigError("recording", "no recording file given")
+    merged, seen, problems = [], set(), []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except OSError as exc:
+            raise ConfigError("recording", f"cannot read {path}: {exc.strerror}") from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            request, problem = _parse_line(path, number, line)
+            if problem:
+                problems.append(problem)
+            elif request.identity not in seen:
+                seen.add(request.identity)
+                merged.append(request)
+    if problems:
+        raise RecordingError(",".join(paths), problems)
+    return Recording(paths, merged, retarget)
+
+
+# -- building -------------------------------------------------------------------------------------
+
+
+class RecordedLaunch:
+    """A recorded request as the engine and the loader use a launch: its JIT function, its
+    options and constexprs, and ``warmup()`` (Triton's preload: compile for the active driver's
+    target and keep it under the recorded key)."""
+
+    def __init__(self, fn, specialization: str):
+        self.kernel = fn
+        self.specialization = specialization
+        data = json.loads(specialization)
+        names = fn.arg_names
+        constants = {
+            (names[k[0]] if len(k) == 1 and k[0] < len(names) else str(k)): v
+            for k, v in zip(map(tuple, data["constant_keys"]), data["constant_vals"])
+        }
+        opts = tc.recorded_options(specialization)
+        self.options = {
+            **constants,
+            "num_warps": opts.get("num_warps", 4),
+            "num_stages": opts.get("num_stages", 3),
+        }
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.fn.__name__
+
+    def warmup(self):
+        return tc.preload_recorded(self.kernel, self.specialization)
+
+
+def plan_source_from_dict(data: dict, *, source: str = "config"):
+    """A deployment config or a recording, from what ``to_dict`` wrote (a manifest, a bundle,
+    a build worker's arguments)."""
+    if isinstance(data, dict) and "recording" in data:
+        return Recording.from_dict(data, source=source)
+    from .config import DeploymentConfig
+
+    return DeploymentConfig.from_dict(data, source=source)

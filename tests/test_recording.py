@@ -1,0 +1,283 @@
+"""Recordings of kernels nobody declared: toy kernels recorded under the offline driver (CPU
+tensors, nothing launched), then planned, built, checked, explained, exported, imported and
+warmed up strictly; concurrent recorders, stale and unimportable kernels, other targets."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from _subproc import ROOT, child_env, cli, cli_json, python
+
+TOY = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scaled(x, factor: tl.constexpr):
+    return x * factor
+
+
+@triton.jit
+def toy_scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, FACTOR: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, _scaled(tl.load(x_ptr + offs, mask=mask), FACTOR), mask=mask)
+
+
+@triton.jit
+def toy_add_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1, mask=mask)
+
+
+def toy_scale(x, factor=2.0):
+    out = torch.empty_like(x)
+    block = 1024 if x.numel() > 512 else 256
+    toy_scale_kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block,
+                                                     FACTOR=factor)
+    return out
+
+
+def toy_add(x):
+    toy_add_kernel[(1,)](x, torch.empty_like(x), x.numel(), BLOCK=128)
+"""
+
+RUN = """
+import sys
+import torch
+import toy_kernels
+sizes = [int(s) for s in sys.argv[1:]] or [1, 100, 4096]
+for n in sizes:
+    toy_kernels.toy_scale(torch.randn(n))
+toy_kernels.toy_add(torch.randn(64))
+"""
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """A folder holding the toy kernels' module and a script that runs them."""
+    (tmp_path / "toy_kernels.py").write_text(TOY)
+    (tmp_path / "run_toy.py").write_text(RUN)
+    return tmp_path
+
+
+def _env(toy, **extra):
+    env = child_env(**extra)
+    env["PYTHONPATH"] = f"{toy}{os.pathsep}{env['PYTHONPATH']}"
+    return env
+
+
+def _record(toy, out, *sizes, target="sm_90"):
+    p = cli(
+        "record",
+        "--target",
+        target,
+        "--out",
+        out,
+        "--",
+        sys.executable,
+        toy / "run_toy.py",
+        *sizes,
+        env=_env(toy),
+    )
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def _lines(path):
+    return [json.loads(line) for line in open(path).read().splitlines()]
+
+
+def test_record_plan_prebuild_check_explain(toy):
+    rec = toy / "rec.jsonl"
+    p = _record(toy, rec)
+    requests = _lines(rec)
+    # toy_scale at three sizes (n == 1, n % 16 != 0 with the small block, n % 16 == 0 with the
+    # large one) and toy_add: four distinct keys
+    assert len(requests) == 4, requests
+    assert {r["qualname"] for r in requests} == {"toy_scale_kernel", "toy_add_kernel"}
+    assert all(r["target"] == "sm_90" and r["format"] == "qsa-warmup-recording" for r in requests)
+    assert "4 compile requests recorded" in p.stderr
+    env, cache = _env(toy), toy / "cache"
+    plan = cli_json("plan", "--recording", rec, env=env)
+    assert len(plan["specs"]) == 4 and {s["family"] for s in plan["specs"]} == {"recorded"}
+    built = cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)
+    assert built["compiled"] == 4 and built["failed"] == 0
+    again = cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)
+    assert again["cached"] == 4 and again["compiled"] == 0
+    assert cli_json("check", "--recording", rec, "--cache-dir", cache, env=env)["ok"] == 4
+    spec = plan["specs"][0]["id"]
+    explained = cli_json("explain", spec, "--recording", rec, "--cache-dir", cache, env=env)
+    assert explained["state"] == "ok"
+    # an entry damaged on disk: check fails naming it
+    qsa = cache / "qsa"
+    (manifest,) = os.listdir(qsa)
+    (qsa / manifest / "entries" / f"{spec}.json").write_text("{")
+    failed = cli_json("check", "--recording", rec, "--cache-dir", cache, env=env, expect=1)
+    assert [f["spec"] for f in failed["failing"]] == [spec]
+
+
+def test_recording_export_import_and_strict_warmup(toy):
+    rec, cache, other = toy / "rec.jsonl", toy / "cache", toy / "imported"
+    _record(toy, rec)
+    env = _env(toy)
+    cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)
+    bundle = toy / "toy.bundle"
+    p = cli("export", "--recording", rec, "--target", "sm_90", "--cache-dir", cache, "--out",
+            bundle, env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    p = cli("import", bundle, "--cache-dir", other, env=env)
+    assert p.returncode == 0, p.stderr
+    assert cli_json("check", "--recording", rec, "--cache-dir", other, env=env)["ok"] == 4
+    # a strict warmup from the imported cache loads every recorded variant and refuses one
+    # that was not recorded (FACTOR=3.0) before it compiles
+    out = python(
+        f"""
+        import json, torch, qsa_warmup
+        from qsa_warmup import triton_compat as tc
+        from qsa_warmup.errors import StrictModeError
+        report = qsa_warmup.warmup(recordings={str(rec)!r}, target="sm_90",
+                                   cache_dir={str(other)!r}, strict="error")
+        import toy_kernels
+        refused = None
+        with tc.active_driver(tc.parse_target("sm_90")):
+            try:
+                toy_kernels.toy_scale_kernel[(1,)](torch.randn(5), torch.randn(5), 5, BLOCK=256,
+                                                   FACTOR=3.0)
+            except StrictModeError as exc:
+                refused = str(exc)
+        print(json.dumps(dict(loaded=report.loaded, compiled=report.compiled,
+                              planned=report.planned, refused=refused)))
+        """,
+        env=env,
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["planned"] == 4 and got["loaded"] == 4 and got["compiled"] == 0, got
+    assert got["refused"] and "toy_scale_kernel" in got["refused"] and "3.0" in got["refused"]
+
+
+def test_two_processes_recording_into_one_file_lose_nothing(toy):
+    rec = toy / "rec.jsonl"
+    sizes = [[str(n) for n in range(start, 1024, 2)] for start in (1, 2)]
+    env = _env(toy)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "qsa_warmup",
+                "record",
+                "--target",
+                "sm_90",
+                "--out",
+                rec,
+                "--",
+                sys.executable,
+                toy / "run_toy.py",
+                *s,
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for s in sizes
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    written = _lines(rec)  # every line whole
+    keys = {(r["qualname"], r["key"]) for r in written}
+    # odd sizes: n == 1 and the not-divisible class; even: both blocks, divisible or not
+    alone = toy / "alone.jsonl"
+    for s in sizes:
+        _record(toy, alone, *s)
+    assert keys == {(r["qualname"], r["key"]) for r in _lines(alone)}
+    assert len(written) == sum(1 for _ in open(rec))
+    assert len(written) == len(_lines(toy / "alone.jsonl"))
+
+
+def test_stale_and_unimportable_recordings_are_refused_by_name(toy):
+    rec = toy / "rec.jsonl"
+    _record(toy, rec)
+    source = (toy / "toy_kernels.py").read_text()
+    (toy / "toy_kernels.py").write_text(source.replace("+ 1, mask=mask)", "+ 2, mask=mask)"))
+    p = cli("prebuild", "--recording", rec, "--cache-dir", toy / "cache", env=_env(toy))
+    assert p.returncode == 2
+    (line,) = p.stderr.strip().splitlines()
+    assert "toy_kernels.toy_add_kernel" in line and "record the run again" in line
+    assert "toy_scale_kernel" not in line  # unchanged: not named
+    p = cli("prebuild", "--recording", rec, "--cache-dir", toy / "cache", env=child_env())
+    assert p.returncode == 2
+    assert "cannot import toy_kernels" in p.stderr and "install the code" in p.stderr
+
+
+def test_recording_target_and_format_checks(toy):
+    rec = toy / "rec.jsonl"
+    _record(toy, rec)
+    env = _env(toy)
+    p = cli("plan", "--recording", rec, "--target", "sm_100", env=env)
+    assert p.returncode == 2 and "--retarget" in p.stderr
+    plan = cli_json("plan", "--recording", rec, "--target", "sm_100", "--retarget", env=env)
+    assert len(plan["specs"]) == 4 and plan["target"] == "sm_100"
+    broken = toy / "broken.jsonl"
+    broken.write_text(rec.read_text() + '{"format": "qsa-warmup-recording", "version": 99}\n')
+    p = cli("plan", "--recording", broken, env=env)
+    assert p.returncode == 2 and "broken.jsonl:5" in p.stderr and "version 99" in p.stderr
+    merged = cli_json("plan", "--recording", f"{rec},{rec}", env=env)
+    assert len(merged["specs"]) == 4  # duplicates merged by kernel, key and target
+
+
+def test_retargeted_build_compiles_for_the_new_target(toy):
+    rec = toy / "rec.jsonl"
+    _record(toy, rec)
+    out = python(
+        f"""
+        from qsa_warmup.recording import load_recordings
+        from qsa_warmup import triton_compat as tc
+        rec = load_recordings({str(rec)!r}, retarget=True)
+        plan = rec.build_plan("sm_100")
+        with tc.active_driver(tc.parse_target("sm_100")):
+            kernel = plan.specs[0].launch.warmup()
+        print(kernel.metadata.target.arch, kernel.metadata.arch if hasattr(kernel.metadata,
+              "arch") else "")
+        """,
+        env=_env(toy),
+    )
+    assert out.stdout.split()[0] == "100"
+
+
+def test_record_without_a_command_is_one_line(toy):
+    p = cli("record", "--out", toy / "r.jsonl", env=_env(toy))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "COMMAND" in p.stderr
+
+
+def test_recording_changes_nothing_the_process_computes(toy, tmp_path):
+    # recording on the real path (no --target) must let each compile go on: a run under
+    # Triton's interpreter computes the same values with and without it
+    script = tmp_path / "compute.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch, toy_kernels
+            torch.manual_seed(0)
+            x = torch.randn(300)
+            print(float(toy_kernels.toy_scale(x, 2.0).sum()), float((2 * x).sum()))
+            """
+        )
+    )
+    env = _env(toy, TRITON_INTERPRET=1)
+    plain = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True)
+    recorded = cli("record", "--out", tmp_path / "r.jsonl", "--", sys.executable, script, env=env)
+    assert plain.returncode == 0 and recorded.returncode == 0, recorded.stderr
+    got, want = map(float, recorded.stdout.split())
+    assert recorded.stdout == plain.stdout and abs(got - want) < 1e-3
