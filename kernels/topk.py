@@ -9,9 +9,8 @@ registers (``single``), wider ones stream (``streaming``). Wider rows take the `
 (two or three launches, described above ``_split_bound_kernel``): many programs per row bound the
 k-th largest key from below and gather the few columns above the bound; the last of a row's
 programs then selects among those candidates, or, for calls of many rows, a third launch of one
-program per row does. Two alternatives for wide rows are reachable through a config only until
-a GPU run places them in the dispatch: the split path's nine-way search (``nine_way``) and the
-``radix`` path (described above ``_radix_pass_kernel``).
+program per row does. The ``radix`` path (described above ``_radix_pass_kernel``) is reachable
+through a config only, until a GPU run places it in the dispatch.
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -84,10 +83,6 @@ class TopkConfig:
     group: int = 1
     # split path: rows finished by a third launch with this many warps (0: by the collect launch)
     finish_warps: int = 0
-    # split path: the bound and finishing searches cut their key range nine ways a step (two
-    # packed int64 counts per key) instead of two and five ways: ~3x and ~1.4x fewer dependent
-    # reductions for more compares per key (see _split_nine_ways)
-    nine_way: bool = False
 
 
 def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
@@ -117,11 +112,10 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
             fused, finish_warps=warps, collect_warps=fused.num_warps
         )
     for chunk in (dispatched.block, 8192, 2048, 1024):
-        for nine_way in (False, True):
-            for warps in (dispatched.num_warps, 4):
-                cfg = replace(dispatched, block=chunk, nine_way=nine_way, num_warps=warps)
-                if cfg not in configs.values():
-                    configs[f"c{chunk}.{'nine' if nine_way else 'five'}.w{warps}"] = cfg
+        for warps in (dispatched.num_warps, 4):
+            cfg = replace(dispatched, block=chunk, num_warps=warps)
+            if cfg not in configs.values():
+                configs[f"c{chunk}.w{warps}"] = cfg
     for chunk in (8192, 4096, 2048, 1024):
         for warps in (8, 4):
             configs[f"radix.c{chunk}.w{warps}"] = TopkConfig("radix", chunk, warps, 0)
@@ -309,23 +303,17 @@ def _keys_per_full_chunk(n, k, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _lower_bound_of(values, need, STEPS: tl.constexpr, NINE_WAY: tl.constexpr):
+def _lower_bound_of(values, need, STEPS: tl.constexpr):
     """A key b with count(values >= b) >= need (values: int32 keys, need <= their number), as
-    large as STEPS halvings of the values' range get it (NINE_WAY: as close, in about a third
-    of the dependent reductions)."""
+    large as STEPS halvings of the values' range get it."""
     # invariant: count(values >= low) >= need > count(values >= high)
     low = tl.min(values, axis=0).to(tl.int64)
     high = tl.max(values, axis=0).to(tl.int64) + 1
-    if NINE_WAY:
-        close_enough = tl.maximum((high - low) >> STEPS, 1)
-        while high - low > close_enough:
-            low, high = _split_nine_ways(values, values >= _KEY_MIN, need, low, high)
-    else:
-        for _ in range(STEPS):
-            mid = (low + high) >> 1
-            enough = tl.sum((values >= mid.to(tl.int32)).to(tl.int32), axis=0) >= need
-            low = tl.where(enough, mid, low)
-            high = tl.where(enough, high, mid)
+    for _ in range(STEPS):
+        mid = (low + high) >> 1
+        enough = tl.sum((values >= mid.to(tl.int32)).to(tl.int32), axis=0) >= need
+        low = tl.where(enough, mid, low)
+        high = tl.where(enough, high, mid)
     return low.to(tl.int32)
 
 
@@ -340,7 +328,6 @@ def _split_bound_kernel(
     k,
     CHUNK: tl.constexpr,
     GROUP: tl.constexpr,
-    NINE_WAY: tl.constexpr,
 ):
     row = tl.program_id(0)
     chunk = tl.program_id(1)
@@ -359,9 +346,9 @@ def _split_bound_kernel(
                 # tight (top keys rarely share a group), for 1/GROUP of the search's work.
                 # Any grouping will do: let the compiler keep each group in one thread.
                 groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
-                bound = _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS, NINE_WAY)
+                bound = _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS)
             else:
-                bound = _lower_bound_of(keys, share, _BOUND_STEPS, NINE_WAY)
+                bound = _lower_bound_of(keys, share, _BOUND_STEPS)
             tl.store(bounds_ptr + row.to(tl.int64) * tl.num_programs(1) + chunk, bound)
 
 
@@ -407,44 +394,6 @@ def _split_five_ways(keys, valid, need, low, high):
 
 
 @triton.jit
-def _packed_counts(keys, valid, low, step, high, FIRST: tl.constexpr):
-    """For j = FIRST .. FIRST + 3: whether each key is >= low + j * step (at most high - 1),
-    as a 1 in the j-th 16-bit field of one int64 (summed: four counts in one)."""
-    one = tl.full((), 1, tl.int64)
-    packed = tl.zeros(keys.shape, tl.int64)
-    for f in tl.static_range(4):
-        threshold = tl.minimum(low + (FIRST + f) * step, high - 1).to(tl.int32)
-        packed += tl.where(valid & (keys >= threshold), one << (16 * f), 0)
-    return packed
-
-
-@triton.jit
-def _split_nine_ways(keys, valid, need, low, high):
-    """The five-way step's wider form: eight thresholds, their counts in the 16-bit fields of
-    two int64 sums that one reduction makes (fewer than 32768 valid keys), so a search takes
-    ~1.4x fewer dependent reductions than five ways and ~3x fewer than halving, for twice the
-    compares of five ways. Keeps count(keys >= low) >= need > count(keys >= high)."""
-    step = tl.maximum((high - low + 8) // 9, 1)
-    sums = tl.sum(
-        tl.join(
-            _packed_counts(keys, valid, low, step, high, 1),
-            _packed_counts(keys, valid, low, step, high, 5),
-        ),
-        axis=0,
-    )
-    first_four, last_four = tl.split(sums)
-    # counts fall as thresholds rise (equal thresholds, equal counts): those with enough keys
-    # form a prefix of `ways_up` thresholds
-    ways_up = 0
-    for j in tl.static_range(4):
-        ways_up += (((first_four >> (16 * j)) & 0xFFFF) >= need).to(tl.int32)
-        ways_up += (((last_four >> (16 * j)) & 0xFFFF) >= need).to(tl.int32)
-    new_low = tl.where(ways_up == 0, low, tl.minimum(low + ways_up * step, high - 1))
-    new_high = tl.where(ways_up == 8, high, tl.minimum(low + (ways_up + 1) * step, high - 1))
-    return new_low, new_high
-
-
-@triton.jit
 def _finish_row(
     row_ptr,
     row_cands_ptr,
@@ -454,7 +403,6 @@ def _finish_row(
     low,
     num_cands,
     CANDIDATES: tl.constexpr,
-    NINE_WAY: tl.constexpr,
 ):
     """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
     row's candidate list (every column with key >= low, when it did not overflow; an overflowed
@@ -468,10 +416,7 @@ def _finish_row(
         # the k-th largest key t: count(key >= low) >= k > count(key >= high)
         high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
         while high - low > 1:
-            if NINE_WAY:
-                low, high = _split_nine_ways(keys, in_list, k, low, high)
-            else:
-                low, high = _split_five_ways(keys, in_list, k, low, high)
+            low, high = _split_five_ways(keys, in_list, k, low, high)
         threshold = low.to(tl.int32)
         above = in_list & (keys > threshold)
         tie = in_list & (keys == threshold)
@@ -502,7 +447,6 @@ def _split_collect_kernel(
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
-    NINE_WAY: tl.constexpr,
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
     row = tl.program_id(0)
@@ -539,7 +483,6 @@ def _split_collect_kernel(
                     bound,
                     num_cands,
                     CANDIDATES,
-                    NINE_WAY,
                 )
 
 
@@ -561,7 +504,6 @@ def _split_finish_kernel(
     nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
-    NINE_WAY: tl.constexpr,
 ):
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
@@ -579,7 +521,6 @@ def _split_finish_kernel(
             bound,
             num_cands,
             CANDIDATES,
-            NINE_WAY,
         )
 
 
@@ -595,7 +536,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
             _split_bound_kernel,
             grid,
             (logits, lengths, counts, bounds, stride, num_cols, k),
-            dict(CHUNK=cfg.block, GROUP=cfg.group, NINE_WAY=cfg.nine_way, num_warps=cfg.num_warps),
+            dict(CHUNK=cfg.block, GROUP=cfg.group, num_warps=cfg.num_warps),
         ),
         KernelLaunch(
             _split_collect_kernel,
@@ -605,7 +546,6 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
                 CHUNK=cfg.block,
                 CANDIDATES=cfg.candidates,
                 FINISH=not finish_apart,
-                NINE_WAY=cfg.nine_way,
                 num_warps=cfg.collect_warps,
             ),
         ),
@@ -631,7 +571,6 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
                 dict(
                     CHUNK=cfg.block,
                     CANDIDATES=cfg.candidates,
-                    NINE_WAY=cfg.nine_way,
                     num_warps=cfg.finish_warps,
                 ),
             )

@@ -91,21 +91,16 @@ _SMALL_CHUNK_ROWS = [
     (1024, 2500, 1024, True, 2048),
     (256, 900, 1, False, 1024),
 ]
-# candidate lists that overflow: the finishing program streams the row instead (the same code
-# whichever search found the bound, so the nine-way search is not repeated on them)
+# candidate lists that overflow: the finishing program streams the row instead
 _OVERFLOWING_ROWS = [(256, 1200, 150, True, 64), (512, 1100, 100, False, 64)]
 
 
-# the nine-way search finishing in the collect launch is covered by the two tests below
 @pytest.mark.parametrize(
-    "chunk,width,k,ties,candidates,finish_warps,nine_way",
-    [(*row, 0, False) for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS]
-    + [(*row, 2, False) for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS]
-    + [(*row, 2, True) for row in _SMALL_CHUNK_ROWS],
+    "chunk,width,k,ties,candidates,finish_warps",
+    [(*row, 0) for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS]
+    + [(*row, 2) for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS],
 )
-def test_topk_split_path_small_chunks(
-    device, chunk, width, k, ties, candidates, finish_warps, nine_way
-):
+def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates, finish_warps):
     # the split path's kernels with small chunks: many programs per row, atomics across them,
     # ties at the threshold spread over chunks, k wider than a chunk, rows of length <= k;
     # rows finished by the last collect program of each row, or by a third launch
@@ -128,7 +123,6 @@ def test_topk_split_path_small_chunks(
             candidates=candidates,
             collect_warps=4,
             finish_warps=finish_warps,
-            nine_way=nine_way,
         ),
     )
     assert len(launches) == (3 if finish_warps else 2)
@@ -138,8 +132,7 @@ def test_topk_split_path_small_chunks(
 
 
 @pytest.mark.parametrize("group,ties", [(2, False), (4, True), (8, False), (8, True)])
-@pytest.mark.parametrize("nine_way", [False, True])
-def test_topk_split_bound_over_group_maxima(device, group, ties, nine_way):
+def test_topk_split_bound_over_group_maxima(device, group, ties):
     # rows of 8 full chunks with a small share: the bound searches group maxima; every chunk's
     # bound must still have its share of keys at or above it, and the result stays exact;
     # rows of 2-3 chunks (share too large for the maxima) search every key
@@ -155,9 +148,7 @@ def test_topk_split_bound_over_group_maxima(device, group, ties, nine_way):
         lengths.to(device),
         k,
         out,
-        config=TopkConfig(
-            "split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group, nine_way=nine_way
-        ),
+        config=TopkConfig("split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group),
     )
     for launch in launches:
         launch.run()
@@ -174,8 +165,7 @@ def test_topk_split_bound_over_group_maxima(device, group, ties, nine_way):
 
 
 @pytest.mark.parametrize("spread", ["scaled", "outlier", "equal", "negative", "skewed"])
-@pytest.mark.parametrize("nine_way", [False, True])
-def test_topk_split_value_ranges(device, spread, nine_way):
+def test_topk_split_value_ranges(device, spread):
     # the split path's bounds on rows of tiny and huge scales, with outliers, all values equal
     # (every column a candidate: the list overflows), only negative values
     gen = torch.Generator().manual_seed(len(spread))
@@ -200,7 +190,7 @@ def test_topk_split_value_ranges(device, spread, nine_way):
         lengths.to(device),
         k,
         out,
-        config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4, nine_way=nine_way),
+        config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
     ):
         launch.run()
     assert_topk_matches(out, logits, lengths, k)

@@ -320,12 +320,9 @@ def topk_case(logits, visible, k, sweep):
     result["torch_graph_ms"] = graph_bench(masked_torch)
     result["graph_ratio"] = result["graph_ms"] / result["torch_graph_ms"]
     dispatched = topk_launch_config(cols, k, rows)
-    if dispatched.path == "split":  # the split path's other search and the radix path, side by side
+    if dispatched.path == "split":  # the radix path, side by side
         want = masked_torch().values.sort(dim=1, descending=True).values
         alternatives = {
-            "nine_way" if not dispatched.nine_way else "two/five-way": dataclasses.replace(
-                dispatched, nine_way=not dispatched.nine_way
-            ),
             "radix": TopkConfig("radix", dispatched.block, dispatched.num_warps, 0),
             "radix.w4": TopkConfig("radix", dispatched.block, 4, 0),
         }
@@ -381,19 +378,16 @@ def topk_case(logits, visible, k, sweep):
                     candidates=cands,
                     collect_warps=collect_warps,
                     group=topk_launch_config(cols, k, rows).group,
-                    nine_way=nine_way,
                 ),
                 "split",
                 chunk,
                 warps,
                 cands,
                 collect_warps,
-                "nine-way" if nine_way else "two/five-way",
             )
             for chunk in (1024, 2048, 4096, 8192)
             for warps in (4, 8, 16)
             for collect_warps in (4, 8, 16)
-            for nine_way in (False, True)
         ]
         precompile(
             [
