@@ -9,8 +9,7 @@ registers (``single``), wider ones stream (``streaming``). Wider rows take the `
 (two or three launches, described above ``_split_bound_kernel``): many programs per row bound the
 k-th largest key from below and gather the few columns above the bound; the last of a row's
 programs then selects among those candidates, or, for calls of many rows, a third launch of one
-program per row does. The ``radix`` path (described above ``_radix_pass_kernel``) is reachable
-through a config only, until a GPU run places it in the dispatch.
+program per row does.
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -69,7 +68,7 @@ SPLIT_FINISH_WARPS = 4
 
 @dataclass(frozen=True)
 class TopkConfig:
-    # "single", "streaming" (one program per row), "split" or "radix" (a row over many programs)
+    # "single", "streaming" (one program per row) or "split" (a row over many programs)
     path: str
     block: int
     num_warps: int
@@ -100,7 +99,7 @@ def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
 def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkConfig]:
     """Every design the benchmarks time for one shape, by name: the dispatched config first,
     then the alternatives a tuning run weighs against it (where rows finish, the finishing
-    warps, the chunk, the warps, the search, the radix path). The GPU tests run each of them."""
+    warps, the chunk, the warps). The GPU tests run each of them, rerun and replayed."""
     dispatched = topk_launch_config(num_cols, k, num_rows)
     configs = {"dispatched": dispatched}
     if dispatched.path != "split":
@@ -116,9 +115,6 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
             cfg = replace(dispatched, block=chunk, num_warps=warps)
             if cfg not in configs.values():
                 configs[f"c{chunk}.w{warps}"] = cfg
-    for chunk in (8192, 4096, 2048, 1024):
-        for warps in (8, 4):
-            configs[f"radix.c{chunk}.w{warps}"] = TopkConfig("radix", chunk, warps, 0)
     return configs
 
 
@@ -578,166 +574,9 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
     return launches
 
 
-# -- radix path: a row's threshold found digit by digit, every pass over many programs ------
-# Four launches of one program per (row, chunk), one per 8-bit digit of the keys' unsigned
-# order (most significant first), then one collect launch:
-#   pass p:  each program histograms digit p of its chunk's keys whose higher digits equal the
-#            row's prefix so far (tl.histogram, 256 bins) and adds it into the row's histogram
-#            in global memory; the row's last program to arrive then picks the digit holding
-#            the row's k-th largest remaining key and stores the longer prefix and how many
-#            keys are still to take at it. After four passes the prefix is the k-th largest
-#            key itself and the count the ties to take.
-#   collect: each program appends its chunk's keys above the threshold, and ties up to that
-#            count, to the row's output through two per-row atomic counters.
-# A row's threshold comes from four 256-bin merges, each scanned once by one program, rather
-# than a chain of block reductions over candidates. The launch list zeroes its own workspace
-# first (a sixth launch), so it can be run again or replayed from a CUDA graph.
-# Output order and the choice among tied keys are free.
-_RADIX_PASSES = 4
-_STATE = 8  # per row: prefix, keys still to take, 4 pass arrivals, above slots, tie slots
-_SIGN = tl.constexpr(-2147483648)
-
-
-@triton.jit(
-    do_not_specialize=["stride_out_row", "num_cols", "k"],
-    do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"],
-)
-def _radix_pass_kernel(
-    logits_ptr,
-    lengths_ptr,
-    hist_ptr,  # [rows, 4, 256], zeroed
-    state_ptr,  # [rows, 8], zeroed
-    out_ptr,
-    stride_logits_row,
-    stride_out_row,
-    num_cols,
-    k,
-    CHUNK: tl.constexpr,
-    PASS: tl.constexpr,
-):
-    row = tl.program_id(0)
-    chunk = tl.program_id(1)
-    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
-    if n <= k:
-        if PASS == 0 and chunk == 0:
-            _write_short_row(out_ptr + row.to(tl.int64) * stride_out_row, n, k, CHUNK)
-    elif chunk * CHUNK < n:
-        state = state_ptr + row.to(tl.int64) * 8
-        if PASS == 0:
-            prefix = tl.zeros((), tl.int32)
-            remaining = k
-        else:  # written by the previous launch's last program of this row
-            prefix = tl.load(state)
-            remaining = tl.load(state + 1)
-        SHIFT: tl.constexpr = 24 - 8 * PASS
-        cols = chunk * CHUNK + tl.arange(0, CHUNK)
-        # the keys' unsigned order as int32 bit patterns (the order keys with the sign flipped)
-        bits = _load_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n) ^ _SIGN
-        match = cols < n
-        if PASS > 0:  # arithmetic shifts on both sides: equal higher digits, equal results
-            match = match & ((bits >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
-        counts = tl.histogram((bits >> SHIFT) & 0xFF, 256, mask=match)
-        row_hist = hist_ptr + (row.to(tl.int64) * 4 + PASS) * 256 + tl.arange(0, 256)
-        tl.atomic_add(row_hist, counts, sem="relaxed")
-        # release this program's counts before arriving; the last to arrive (acquire) sees all
-        tl.debug_barrier()
-        arrived = tl.atomic_add(state + 2 + PASS, 1, sem="acq_rel")
-        if arrived == tl.cdiv(n, CHUNK) - 1:
-            merged = tl.load(row_hist, cache_modifier=".cg")
-            digits = tl.arange(0, 256)
-            # keys (among those matching the prefix) whose digit is >= each digit
-            at_least = tl.sum(merged, axis=0) - tl.cumsum(merged, axis=0) + merged
-            digit = tl.max(tl.where(at_least >= remaining, digits, -1), axis=0)
-            above = tl.sum(tl.where(digits > digit, merged, 0), axis=0)
-            tl.store(state, prefix | (digit << SHIFT))
-            tl.store(state + 1, remaining - above)
-
-
-@triton.jit(
-    do_not_specialize=["stride_out_row", "num_cols", "k"],
-    do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"],
-)
-def _radix_collect_kernel(
-    logits_ptr,
-    lengths_ptr,
-    state_ptr,
-    out_ptr,
-    stride_logits_row,
-    stride_out_row,
-    num_cols,
-    k,
-    CHUNK: tl.constexpr,
-):
-    row = tl.program_id(0)
-    chunk = tl.program_id(1)
-    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
-    if (n > k) & (chunk * CHUNK < n):
-        state = state_ptr + row.to(tl.int64) * 8
-        threshold = tl.load(state) ^ _SIGN  # the k-th largest order key
-        ties_needed = tl.load(state + 1)
-        out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
-        cols = chunk * CHUNK + tl.arange(0, CHUNK)
-        keys = _load_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
-        above = (cols < n) & (keys > threshold)
-        tie = (cols < n) & (keys == threshold)
-        first = tl.atomic_add(state + 6, tl.sum(above.to(tl.int32), axis=0), sem="relaxed")
-        slot = first + tl.cumsum(above.to(tl.int32), axis=0) - 1
-        # the keys above fill the first k - ties_needed slots: never past the row's end
-        tl.store(out_row_ptr + slot, cols, mask=above & (slot < k - ties_needed))
-        first_tie = tl.atomic_add(state + 7, tl.sum(tie.to(tl.int32), axis=0), sem="relaxed")
-        tie_rank = first_tie + tl.cumsum(tie.to(tl.int32), axis=0) - 1
-        # the keys above fill the first k - ties_needed slots, the ties the rest
-        tl.store(
-            out_row_ptr + (k - ties_needed) + tie_rank, cols, mask=tie & (tie_rank < ties_needed)
-        )
-
-
-@triton.jit
-def _zero_kernel(ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(ptr + offsets, tl.zeros((BLOCK,), tl.int32), mask=offsets < n)
-
-
-def _radix_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
-    rows, num_cols = logits.shape
-    workspace = rows * (_RADIX_PASSES * 256 + _STATE)
-    (flat,) = _workspace(logits, workspace)
-    hist, state = _split_workspace(flat, rows * _RADIX_PASSES * 256, rows * _STATE)
-    stride = logits.stride(0)
-    grid = (rows, cdiv(num_cols, cfg.block))
-    # the histograms and counters are accumulated into: zeroed by the launch list itself, so
-    # running it again (eagerly, or replayed from a CUDA graph) starts from zero every time
-    zero = KernelLaunch(_zero_kernel, (cdiv(workspace, 1024),), (flat, workspace), dict(BLOCK=1024))
-    passes = [
-        KernelLaunch(
-            _radix_pass_kernel,
-            grid,
-            (logits, lengths, hist, state, out, stride, out.stride(0), num_cols, k),
-            dict(CHUNK=cfg.block, PASS=p, num_warps=cfg.num_warps),
-        )
-        for p in range(_RADIX_PASSES)
-    ]
-    collect = KernelLaunch(
-        _radix_collect_kernel,
-        grid,
-        (logits, lengths, state, out, stride, out.stride(0), num_cols, k),
-        dict(CHUNK=cfg.block, num_warps=cfg.num_warps),
-    )
-    return [zero] + passes + [collect]
-
-
-def _split_workspace(flat, *sizes):
-    from ._launch import TensorMeta
-
-    if isinstance(flat, TensorMeta):
-        return [TensorMeta((size,), torch.int32) for size in sizes]
-    return flat.split_with_sizes(sizes)
-
-
 def _workspace(logits, *sizes):
     """int32 regions of one allocation, each 16-byte aligned (a stable specialization); not
-    initialized: the split path's bound launch and the radix path's first launch zero what is
-    accumulated into."""
+    initialized: the split path's bound launch zeroes what is accumulated into."""
     from ._launch import TensorMeta
 
     padded = [cdiv(size, 4) * 4 for size in sizes]
@@ -763,8 +602,6 @@ def checked_topk_launches(logits, lengths, k, out, config: TopkConfig | None = N
     cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0])
     if cfg.path == "split":
         return _split_launches(logits, lengths, k, out, cfg)
-    if cfg.path == "radix":
-        return _radix_launches(logits, lengths, k, out, cfg)
     return [_per_row_launch(logits, lengths, k, out, cfg)]
 
 
@@ -790,7 +627,7 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
     _check_topk(logits, lengths, k, out)
     rows, num_cols = logits.shape
     cfg = config or topk_launch_config(num_cols, k, rows)
-    if cfg.path in ("split", "radix"):
+    if cfg.path == "split":
         raise ValueError(f"the {cfg.path} path is several launches: use ragged_topk_launches")
     return _per_row_launch(logits, lengths, k, out, cfg)
 

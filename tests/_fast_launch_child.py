@@ -224,13 +224,6 @@ def op_launches():
 
     compare("topk_split_apart", split_apart, [logits, lengths, out])
 
-    def radix():
-        config = TopkConfig("radix", 4096, 8, 0)
-        for launch in ragged_topk_launches(logits, lengths, 512, out, config=config):
-            launch.run()
-
-    compare("topk_radix", radix, [logits, lengths, out])
-
     dtype = torch.bfloat16
     heads, head_dim, page = 8, 128, 16
     k_cache = torch.randn(40, page, 1, head_dim, generator=gen).to(dtype)

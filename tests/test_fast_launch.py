@@ -53,7 +53,6 @@ def test_a_launch_hook_keeps_the_launch_on_tritons_path(findings):
         "topk_12000x512",
         "topk_40000x2048",
         "topk_split_apart",
-        "topk_radix",
         "decode_select",
         "prefill_select",
         "expand",

@@ -123,30 +123,3 @@ def test_fast_launch_path_gives_tritons_results():
     from kernels._fast_launch import _bound
 
     assert _bound and all(b.launch is not b.compiled.run for b in _bound.values())
-
-
-@pytest.mark.parametrize("rows,cols,k", [(8, 32768, 512), (64, 32768, 512), (300, 12000, 2048)])
-@pytest.mark.parametrize(
-    "config",
-    ["radix.w8", "radix.w4"],
-)
-def test_undispatched_topk_designs_exact_at_full_size(rows, cols, k, config):
-    # the interpreter runs programs one after another: the cross-program merges (atomics, the
-    # last program to arrive reading the others' work) are only exercised for real here
-
-    from kernels import TopkConfig, ragged_topk_launches
-
-    gen = torch.Generator(device="cuda").manual_seed(rows + k)
-    logits = torch.randn(rows, cols, device="cuda", generator=gen)
-    logits[: rows // 4] = logits[: rows // 4].round(decimals=1)  # ties at the threshold
-    lengths = torch.randint(0, cols + 1, (rows,), device="cuda", generator=gen, dtype=torch.int32)
-    lengths[:3] = torch.tensor([cols, k, k + 1], dtype=torch.int32)
-    cfg = {
-        "radix.w8": TopkConfig("radix", 4096, 8, 0),
-        "radix.w4": TopkConfig("radix", 2048, 4, 0),
-    }[config]
-    for _ in range(3):  # races show up as run-to-run differences
-        out = torch.full((rows, k), INT_POISON, dtype=torch.int32, device="cuda")
-        for launch in ragged_topk_launches(logits, lengths, k, out, config=cfg):
-            launch.run()
-        assert_topk_matches(out, logits, lengths.cpu(), k)

@@ -342,69 +342,7 @@ def test_topk_device_mismatch_is_named():
         )
 
 
-def _run_radix(logits, lengths, k, device, chunk, warps=4):
-    out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
-    launches = ragged_topk_launches(
-        logits.to(device), lengths.to(device), k, out, config=TopkConfig("radix", chunk, warps, 0)
-    )
-    assert len(launches) == 6  # zero the workspace, four digit passes, the collect launch
-    for launch in launches:
-        launch.run()
-    return out
-
-
-@pytest.mark.parametrize(
-    "chunk,width,k,ties",
-    [
-        (256, 700, 50, True),
-        (512, 3000, 333, True),
-        (1024, 5000, 300, False),
-        (256, 200, 500, False),  # every row no longer than k
-        (256, 2500, 1024, True),  # k wider than a chunk
-        (1024, 900, 1, False),
-        (256, 1200, 1199, True),
-    ],
-)
-def test_topk_radix_path(device, chunk, width, k, ties):
-    # digit passes over many programs per row: histograms merged across programs, ties at the
-    # threshold spread over chunks and taken up to the count the passes leave
-    gen = torch.Generator().manual_seed(chunk + width + k)
-    lengths = _lengths_around(k, width, gen)
-    logits = torch.randn(len(lengths), width, generator=gen)
-    if ties:
-        logits = logits.round(decimals=1) - 0.3  # both signs, many equal values
-    out = _run_radix(logits, lengths, k, device, chunk)
-    assert_topk_matches(out, logits, lengths, k)
-
-
-@pytest.mark.parametrize("spread", ["scaled", "outlier", "equal", "negative", "zeros", "bits"])
-def test_topk_radix_value_ranges(device, spread):
-    # keys that agree on their high digits (tiny and huge scales, one exponent), all equal, only
-    # negative, signed zeros, and raw bit patterns over the whole key range
-    gen = torch.Generator().manual_seed(len(spread) + 100)
-    width, k = 3000, 200
-    logits = torch.randn(4, width, generator=gen)
-    if spread == "scaled":
-        logits = logits * torch.tensor([[1e-30], [1e-3], [1e3], [1e30]])
-    elif spread == "outlier":
-        logits = 1.0 + torch.rand(4, width, generator=gen) * 1e-3  # one exponent, close values
-        logits[:, 17] = 1e30
-    elif spread == "equal":
-        logits[:] = 0.25
-    elif spread == "negative":
-        logits = -logits.abs() - 1.0
-    elif spread == "zeros":
-        logits = torch.where(logits > 0, torch.tensor(0.0), torch.tensor(-0.0))
-    else:
-        bits = torch.randint(-(2**31), 2**31 - 1, (4, width), generator=gen, dtype=torch.int32)
-        logits = bits.view(torch.float32)
-        logits = torch.where(torch.isnan(logits), torch.zeros_like(logits), logits)
-    lengths = torch.tensor([width, 2999, 1500, 201], dtype=torch.int32)
-    out = _run_radix(logits, lengths, k, device, chunk=512)
-    assert_topk_matches(out, logits, lengths, k)
-
-
-@pytest.mark.parametrize("design", ["split", "split.apart", "radix"])
+@pytest.mark.parametrize("design", ["split", "split.apart"])
 def test_topk_launch_list_runs_again_exact(device, design):
     # a launch list built once and run again (as a CUDA graph replays it) over new values: its
     # workspace holds the last run's counters, and must not steer the next run
@@ -416,7 +354,6 @@ def test_topk_launch_list_runs_again_exact(device, design):
         "split.apart": dataclasses.replace(
             split, block=512, candidates=256, finish_warps=4, collect_warps=split.num_warps
         ),
-        "radix": TopkConfig("radix", 512, 4, 0),
     }[design]
     logits = torch.randn(rows, width, generator=gen).to(device)
     lengths = torch.tensor([width, 2500, 1024, 101, 100], dtype=torch.int32).to(device)
@@ -428,10 +365,3 @@ def test_topk_launch_list_runs_again_exact(device, design):
         for launch in launches:
             launch.run()
         assert_topk_matches(out, logits.cpu(), lengths.cpu(), k)
-
-
-def test_topk_radix_is_not_a_single_launch():
-    logits, lengths = torch.zeros(2, 8), torch.zeros(2, dtype=torch.int32)
-    out = torch.zeros(2, 4, dtype=torch.int32)
-    with pytest.raises(ValueError, match="radix"):
-        ragged_topk_launch(logits, lengths, 4, out, config=TopkConfig("radix", 256, 4, 0))

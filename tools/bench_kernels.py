@@ -319,29 +319,6 @@ def topk_case(logits, visible, k, sweep):
     result["graph_ms"] = graph_bench(lambda: ragged_topk(logits, visible, k, out))
     result["torch_graph_ms"] = graph_bench(masked_torch)
     result["graph_ratio"] = result["graph_ms"] / result["torch_graph_ms"]
-    dispatched = topk_launch_config(cols, k, rows)
-    if dispatched.path == "split":  # the radix path, side by side
-        want = masked_torch().values.sort(dim=1, descending=True).values
-        alternatives = {
-            "radix": TopkConfig("radix", dispatched.block, dispatched.num_warps, 0),
-            "radix.w4": TopkConfig("radix", dispatched.block, 4, 0),
-        }
-        result["alternatives"] = {}
-        for name, cfg in alternatives.items():
-            out.fill_(-1)
-
-            def run_alternative(cfg=cfg):
-                for launch in ragged_topk_launches(logits, visible, k, out, config=cfg):
-                    launch.run()
-
-            ms = graph_bench(run_alternative)
-            got_alt = logits.gather(1, out.long()).sort(dim=1, descending=True).values
-            result["alternatives"][name] = {
-                "graph_ms": ms,
-                "graph_ratio": ms / result["torch_graph_ms"],
-                "exact": bool(torch.equal(got_alt, want)),
-                "config": dataclasses.asdict(cfg),
-            }
     if sweep:
         trials = []
 
@@ -616,11 +593,7 @@ def main():
                     f"{t['torch_topk_ms'] * 1e3:.1f} us "
                     f"= {t['ratio']:.2f}x; in CUDA graphs {t['graph_ms'] * 1e3:.1f} vs "
                     f"{t['torch_graph_ms'] * 1e3:.1f} us "
-                    f"= {t['graph_ratio']:.2f}x; exact={t['exact']}"
-                    + "".join(
-                        f"; {name} {alt['graph_ms'] * 1e3:.1f} us exact={alt['exact']}"
-                        for name, alt in t.get("alternatives", {}).items()
-                    ),
+                    f"= {t['graph_ratio']:.2f}x; exact={t['exact']}",
                     t.get("sweep", [])[:8],
                     flush=True,
                 )

@@ -1,12 +1,12 @@
 """The many-program top-k's choices by row count (GPU; tunes ``topk_launch_config``: where
-split rows finish (``SPLIT_FINISH_APART_MIN_ROWS``, ``SPLIT_FINISH_WARPS``), the chunk, the
-search, and whether the radix path should take over).
+split rows finish (``SPLIT_FINISH_APART_MIN_ROWS``, ``SPLIT_FINISH_WARPS``), the chunk and the
+warps).
 
 For rows x 32K float32 logits (uniform, every row full length), k = 512, side by side in one
 run: every design of ``kernels.topk_tuning_configs`` (the dispatched config first). Each is
 timed in a CUDA graph (GPU time) and eagerly, and checked exact against torch.topk. Prints a
 table and writes JSON. Usage:
-    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--skip radix,...]
+    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--skip c1024,...]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def main():
     parser.add_argument("--rows", default="8,64,256,512,1024,2048,4096")
     parser.add_argument("--cols", type=int, default=32768)
     parser.add_argument("--k", type=int, default=512)
-    parser.add_argument("--skip", default="", help="designs whose names start so, e.g. radix")
+    parser.add_argument("--skip", default="", help="designs whose names start so, e.g. c1024,apart")
     args = parser.parse_args()
     cols, k = args.cols, args.k
     report = {"gpu": torch.cuda.get_device_name(), "cols": cols, "k": k, "cases": []}
