@@ -64,6 +64,13 @@ SPLIT_GROUPS_PER_KEY = (
 # warps beat 2 and 8 at every row count.
 SPLIT_FINISH_APART_MIN_ROWS = 256
 SPLIT_FINISH_WARPS = 4
+# Rows finished apart scan in chunks of 2048 with 4-warp bound programs: twice the programs of
+# 4096-column chunks at 8 warps, each with half the bound search's work, so more of them stay
+# resident while the scan runs in several waves. H100, 32K columns, k = 512, CUDA graphs
+# (tools/bench_topk_rows.py): 256 rows 78.2 vs 82.3 us, 512 rows 139 vs 148, 1024 rows 258 vs
+# 277, 2048 rows 487 vs 533, 4096 rows 958 vs 1052; at 64 rows (fused) it loses, 39 vs 35.
+SPLIT_APART_CHUNK = 2048
+SPLIT_APART_WARPS = 4
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,8 @@ def _launch_config(num_cols: int, k: int, finish_apart: bool) -> TopkConfig:
         if finish_apart:  # the collect launch only scans; the finishing block sizes its own warps
             return TopkConfig(
                 "split",
-                SPLIT_CHUNK,
-                SPLIT_WARPS,
+                SPLIT_APART_CHUNK,
+                SPLIT_APART_WARPS,
                 _OUT_BLOCK,
                 candidates=candidates,
                 collect_warps=SPLIT_WARPS,

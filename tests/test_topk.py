@@ -13,6 +13,7 @@ from kernels import (
     ragged_topk_launches,
     topk_launch_config,
 )
+from kernels.topk import SPLIT_APART_CHUNK, SPLIT_APART_WARPS
 
 from _helpers import INT_POISON, assert_topk_matches
 
@@ -218,11 +219,13 @@ def test_topk_split_candidate_list_sized_from_k(device, k):
 
 
 def test_topk_rows_choose_where_split_rows_finish():
-    # the row count only moves the finishing step of a split top-k into its own launch
+    # the row count moves the finishing step of a split top-k into its own launch, and the
+    # scan of rows finished apart to smaller chunks of fewer warps; the candidate list stays
     few = topk_launch_config(32768, 512, SPLIT_FINISH_APART_MIN_ROWS - 1)
     many = topk_launch_config(32768, 512, SPLIT_FINISH_APART_MIN_ROWS)
     assert few.finish_warps == 0 and many.finish_warps > 0
-    assert (few.block, few.candidates, few.group) == (many.block, many.candidates, many.group)
+    assert (few.candidates, few.group) == (many.candidates, many.group)
+    assert (many.block, many.num_warps) == (SPLIT_APART_CHUNK, SPLIT_APART_WARPS)
     assert topk_launch_config(4096, 512, 10 * SPLIT_FINISH_APART_MIN_ROWS) == topk_launch_config(
         4096, 512
     )

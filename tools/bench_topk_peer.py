@@ -1,0 +1,81 @@
+"""``ragged_topk`` beside the peer a user would pick instead: FlashInfer's
+``top_k_ragged_transform`` (same contract: per-row lengths, int32 indices, -1 fill; offsets 0),
+and masked ``torch.topk``, in one process, each timed in a CUDA graph (GPU-only; FlashInfer is
+optional and never a dependency of the package or of CI: without it the tool says so and times
+the other two).
+
+Shapes: the kernel issue's table (rows x columns, k). Each result is checked exact (tie-aware:
+the selected values equal the row's k largest) before it is timed. Usage:
+    python tools/bench_topk_peer.py [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+sys.path.insert(0, ".")
+sys.path.insert(0, "tools")
+from bench_kernels import graph_bench, save  # noqa: E402
+
+from kernels import ragged_topk  # noqa: E402
+
+SHAPES = [(64, 32768, 512), (8, 32768, 512), (256, 8192, 512), (64, 131072, 2048)]
+
+
+def _peer():
+    try:
+        import flashinfer
+    except ImportError as exc:
+        print(f"flashinfer not importable ({exc}): timing ragged_topk and torch.topk only")
+        return None
+    return flashinfer.top_k_ragged_transform
+
+
+def _exact(indices, logits, lengths, k) -> bool:
+    cols = torch.arange(logits.shape[1], device="cuda")
+    masked = logits.masked_fill(cols >= lengths[:, None].long(), float("-inf"))
+    want = masked.topk(k, dim=1).values
+    got = masked.gather(1, indices.long().clamp(min=0)).sort(dim=1, descending=True).values
+    return bool(torch.equal(got, want))
+
+
+def _case(peer, rows: int, cols: int, k: int) -> dict:
+    torch.manual_seed(rows + cols)
+    logits = torch.randn(rows, cols, device="cuda")
+    lengths = torch.full((rows,), cols, dtype=torch.int32, device="cuda")
+    offsets = torch.zeros(rows, dtype=torch.int32, device="cuda")
+    out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    ours = graph_bench(lambda: ragged_topk(logits, lengths, k, out))
+    case = {"rows": rows, "cols": cols, "k": k, "ragged_topk_us": ours * 1e3}
+    case["ragged_topk_exact"] = _exact(out, logits, lengths, k)
+    case["torch_topk_us"] = graph_bench(lambda: torch.topk(logits, k, dim=1)) * 1e3
+    if peer is not None:
+        got = peer(logits, offsets, lengths, k)
+        case["flashinfer_exact"] = _exact(got, logits, lengths, k)
+        case["flashinfer_us"] = graph_bench(lambda: peer(logits, offsets, lengths, k)) * 1e3
+    return case
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", default="bench_topk_peer.json")
+    args = parser.parse_args()
+    peer = _peer()
+    report = {"gpu": torch.cuda.get_device_name(), "flashinfer": peer is not None, "cases": []}
+    for rows, cols, k in SHAPES:
+        case = _case(peer, rows, cols, k)
+        report["cases"].append(case)
+        print(
+            f"{rows:>5} x {cols:<6} k={k:<5} ragged_topk {case['ragged_topk_us']:7.1f} us "
+            f"torch.topk {case['torch_topk_us']:7.1f} us"
+            + (f" flashinfer {case['flashinfer_us']:7.1f} us" if peer is not None else ""),
+            flush=True,
+        )
+        save(report, args.json)
+
+
+if __name__ == "__main__":
+    main()
