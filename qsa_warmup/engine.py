@@ -141,8 +141,8 @@ def _worker_cache(
     return BoundCache(cfg, target, CacheFolder(root), remote_url=remote_url), plan.by_id()
 
 
-def _worker_init(root: str, target: str) -> None:
-    logging.basicConfig(level=logging.WARNING)
+def _worker_init(root: str, target: str, log_level: int) -> None:
+    logging.basicConfig(level=log_level)
     folder = CacheFolder(root)
     tc.set_triton_cache(folder.triton_dir)
     tc.store_binaries_only(True)
@@ -165,8 +165,8 @@ def _worker_build(
         if cache.remote is not None:
             cache.remote.bad.update(known_bad)  # found bad by the parent: counted there
         return build_spec(cache, by_id[spec_id], lock_timeout, fetch=False)
-    except Exception as exc:  # reported per spec; the build goes on
-        log.exception("building %s failed", spec_id)
+    except Exception as exc:  # reported per spec by the parent; the traceback only when verbose
+        log.info("building %s failed", spec_id, exc_info=True)
         return SpecResult(spec_id, "failed", error=f"{type(exc).__name__}: {exc}")
 
 
@@ -204,7 +204,10 @@ def _run_pool(
     remote = cache.remote if cache.remote and cache.remote.usable_for_builds else None
     remote_url = remote.settings.as_url() if remote else None
     with cf.ProcessPoolExecutor(
-        jobs, mp_context=_pool_context(), initializer=_worker_init, initargs=(root, cache.target)
+        jobs,
+        mp_context=_pool_context(),
+        initializer=_worker_init,
+        initargs=(root, cache.target, logging.getLogger().getEffectiveLevel()),
     ) as pool:
         futures = [
             pool.submit(

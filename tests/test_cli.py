@@ -353,3 +353,35 @@ def test_prebuild_on_a_readonly_cache(built, tmp_path):
         assert "read-only" in line and "1 of 5" in line
     finally:
         subprocess.run(["umount", ro])
+
+
+FULL_TRITON_DIR = """
+import errno, os, sys
+_real_replace = os.replace
+def _full(src, dst, *a, **k):
+    if str(dst).startswith({triton!r}):
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+    return _real_replace(src, dst, *a, **k)
+os.replace = _full
+from qsa_warmup.cli import main
+sys.exit(main({argv!r}))
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_prebuild_on_a_full_disk_is_a_line_per_spec_and_a_summary(tmp_path, verbose):
+    root = str(tmp_path / "full")
+    argv = ["prebuild", "--preset", "tiny", "--cache-dir", root, "--jobs", "2"]
+    code = FULL_TRITON_DIR.format(
+        triton=os.path.join(root, "triton"), argv=argv + (["-v"] if verbose else [])
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=ROOT
+    )
+    assert p.returncode == 2, p.stderr[-2000:]
+    failed = [line for line in p.stdout.splitlines() if line.strip().startswith("FAILED")]
+    assert len(failed) == 5 and all("No space left" in line for line in failed), p.stdout
+    assert p.stdout.splitlines()[0].startswith("5 planned: 0 compiled")
+    summary = [line for line in p.stderr.splitlines() if "failed to build" in line]
+    assert len(summary) == 1 and "5 of 5 specs" in summary[0]
+    assert ("Traceback" in p.stderr) == verbose, p.stderr[-3000:]
