@@ -59,11 +59,11 @@ log = logging.getLogger(__name__)
 BUNDLE_FORMAT = 1
 INDEX = "bundle.json"
 _ZSTD_MAGIC, _GZIP_MAGIC = b"\x28\xb5\x2f\xfd", b"\x1f\x8b"
-# a config's geometry hash, or a recording's (``rec`` and hex)
-_MANIFEST_DIR = re.compile(r"^(?:rec)?[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}$")
+# a config's geometry hash, a recording's (``rec`` and hex) or a family deployment's (``fam``)
+_MANIFEST_DIR = re.compile(r"^(?:rec|fam)?[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _PLAN_MEMO = re.compile(
-    r"^(?:rec)?[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}-[0-9a-f]{16}-[0-9a-f]{8}\.json$"
+    r"^(?:rec|fam)?[0-9a-f]{8,64}-sm_\d+a?-[0-9a-f]{16}-[0-9a-f]{16}-[0-9a-f]{8}\.json$"
 )
 _MAX_INDEX_BYTES = 64 << 20
 

@@ -69,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a recording of a real run (qsa-warmup record) as the plan, instead of a config",
     )
     common.add_argument(
+        "--family",
+        metavar="NAME|MODULE:ATTR",
+        help="a kernel family (entry point qsa_warmup.families, or an import path); "
+        "--config is then that family's config",
+    )
+    common.add_argument(
         "--retarget",
         action="store_true",
         help="build a recording for a target other than the one it was recorded on",
@@ -209,6 +215,12 @@ def _source(args):
 
     if args.config and args.preset:
         raise ConfigError("--preset", "give --config or --preset, not both")
+    if args.family:
+        if args.recording or args.preset:
+            raise ConfigError("--family", "give --family with --config, not --recording/--preset")
+        from .families import deployment
+
+        return deployment(args.family, _family_config(args.config))
     if args.recording:
         if args.config or args.preset:
             raise ConfigError("--recording", "give --recording or --config/--preset, not both")
@@ -218,6 +230,21 @@ def _source(args):
     if args.retarget:
         raise ConfigError("--retarget", "applies to --recording only")
     return load_config(args.config, args.preset)
+
+
+def _family_config(path: str | None) -> dict:
+    if not path:
+        raise ConfigError("--config", "give the family's config as a JSON file")
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise ConfigError("--config", f"{path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError("--config", f"{path} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("--config", f"{path} must hold a JSON object")
+    return data
 
 
 def _resolve(args):
@@ -243,8 +270,9 @@ def _targets(flag: str | None, cfg) -> list[str]:
     from . import triton_compat as tc
     from .config import DeploymentConfig, target_problems
 
-    if not isinstance(cfg, DeploymentConfig):  # a recording: its targets, or --retarget's
-        names = cfg.targets if not flag or flag == "all" else [n.strip() for n in flag.split(",")]
+    if not isinstance(cfg, DeploymentConfig):  # a recording's targets, or a family's default
+        recorded = getattr(cfg, "targets", None) or [cfg.target]
+        names = recorded if not flag or flag == "all" else [n.strip() for n in flag.split(",")]
         for name in names:
             cfg.check_target(name, "--target")
         return list(dict.fromkeys(names))
@@ -460,9 +488,17 @@ def _remote_check(cache, plan) -> dict:
 
 
 def _trace(cfg, plan, statuses, seed: int) -> dict:
-    from .trace import trace_envelope
+    from .config import DeploymentConfig
+    from .families import FamilyDeployment, trace_family
 
-    trace = trace_envelope(cfg, plan, seed=seed)
+    if isinstance(cfg, FamilyDeployment):
+        trace = trace_family(cfg, plan, seed=seed)
+    elif isinstance(cfg, DeploymentConfig):
+        from .trace import trace_envelope
+
+        trace = trace_envelope(cfg, plan, seed=seed)
+    else:
+        raise ConfigError("--trace", "a recording is its own trace; check it without --trace")
     ok_ids = {s.spec_id for s in statuses if s.ok}
     return {
         "launches": trace.launches,

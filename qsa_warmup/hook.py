@@ -107,15 +107,23 @@ class _Warnings(list):
         log.warning(message)
 
 
-def _as_config(config) -> DeploymentConfig:
+def _as_config(config):
+    """A plan source: a DeploymentConfig, a family deployment, a recording, a dict (a QSA config,
+    or ``{"family": ..., "config": ...}``), a JSON path or a preset name."""
+    from .families import FamilyDeployment
+    from .recording import Recording, plan_source_from_dict
+
     if config is None:
         return load_config()
-    if isinstance(config, DeploymentConfig):
+    if isinstance(config, (DeploymentConfig, FamilyDeployment, Recording)):
         return config
     if isinstance(config, dict):
-        return DeploymentConfig.from_dict(config)
+        return plan_source_from_dict(config)
     if isinstance(config, (str, os.PathLike)):
         text = os.fspath(config)
+        data = _json_object(text) if os.path.isfile(text) else None
+        if isinstance(data, dict) and ("family" in data or "recording" in data):
+            return plan_source_from_dict(data, source=text)
         return (
             load_config(text)
             if os.path.exists(text) or text.endswith(".json")
@@ -125,6 +133,14 @@ def _as_config(config) -> DeploymentConfig:
         "config",
         f"expected a DeploymentConfig, dict, JSON path or preset name, got {type(config).__name__}",
     )
+
+
+def _json_object(path: str):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None  # load_config names the problem
 
 
 def _cuda_initialized() -> bool:
@@ -290,15 +306,21 @@ def verify(cache: BoundCache, plan: Plan, warn) -> tuple[dict[str, Lookup], list
 def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> dict:
     """``qsa-warmup prebuild --only ...`` in a fresh process; its JSON report. A pool forked
     from a CUDA process is unsafe, and spawn re-runs the server's ``__main__``."""
+    from .families import FamilyDeployment
     from .recording import Recording, append_requests
 
     source = cache.config
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        if not isinstance(source, Recording):
+        if isinstance(source, FamilyDeployment):
+            json.dump(source.to_dict()["config"], f)
+        elif not isinstance(source, Recording):
             json.dump(source.to_dict(), f)
     if isinstance(source, Recording):
         append_requests(f.name, source.requests)
         flags = ["--recording", f.name] + (["--retarget"] if source.retarget else [])
+    elif isinstance(source, FamilyDeployment):  # found again by its class in the child
+        kind = type(source.family)
+        flags = ["--family", f"{kind.__module__}:{kind.__qualname__}", "--config", f.name]
     else:
         flags = ["--config", f.name]
     try:

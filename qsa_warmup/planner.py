@@ -32,6 +32,7 @@ __all__ = [
     "Plan",
     "build_plan",
     "recording_plan",
+    "family_plan",
     "launch_for",
     "plan_source_digest",
     "settle_kernel_hashes",
@@ -409,6 +410,15 @@ def _recorded_kernels(recording, target: str, retarget: bool) -> list:
     return found
 
 
+def _settle_modules_of(fns) -> None:
+    """Settle the hashes of every JIT function of the modules that define ``fns``, helpers
+    included (see settle_kernel_hashes): the hashes a build writes are the ones a server
+    computes."""
+    modules = {sys.modules[fn.module] for fn in fns if fn.module in sys.modules}
+    found = [v for m in modules for v in vars(m).values() if tc.is_jit_function(v)]
+    tc.settle_kernel_hashes(list({id(f): f for f in found}.values()))
+
+
 def recording_plan(recording, target: str, *, offline: bool = True, retarget: bool = False) -> Plan:
     """The plan of a recording on ``target``: one spec per recorded request (Triton's key and
     specialization as recorded, the compile hash computed here, under this toolchain)."""
@@ -424,11 +434,7 @@ def recording_plan(recording, target: str, *, offline: bool = True, retarget: bo
             target,
             target,
         )
-    # every JIT function of the recorded kernels' modules, helpers included (see
-    # settle_kernel_hashes): the hashes a build writes are the ones a server computes
-    modules = {sys.modules[fn.module] for _, fn in found if fn.module in sys.modules}
-    fns = [v for m in modules for v in vars(m).values() if tc.is_jit_function(v)]
-    tc.settle_kernel_hashes(list({id(f): f for f in fns}.values()))
+    _settle_modules_of([fn for _, fn in found])
     specs = []
     with tc.active_driver(tc.GPUTarget("cuda", arch, 32) if offline else None):
         for request, fn in found:
@@ -451,3 +457,55 @@ def recording_plan(recording, target: str, *, offline: bool = True, retarget: bo
                 )
             )
     return Plan(recording, target, specs)
+
+
+# -- families ------------------------------------------------------------------------------------
+
+
+def family_plan(dep, target: str, *, offline: bool = True) -> Plan:
+    """The plan of a family deployment on ``target``: every point's launch bound by Triton's
+    binder under the target's driver, one spec per distinct (kernel, key)."""
+    from .errors import ConfigError
+
+    family, config = dep.family, dep.config
+    arch = tc.parse_target(target).arch
+    specs: list[PlannedSpec] = []
+    seen: set = set()
+    ids: dict[str, int] = {}
+    with tc.active_driver(tc.GPUTarget("cuda", arch, 32) if offline else None):
+        launches = [
+            (p, family.launch_for(config, p.value, arch)) for p in family.points(config, arch)
+        ]
+        for point, launch in launches:
+            if not tc.is_jit_function(launch.kernel):
+                raise ConfigError(
+                    "family",
+                    f"{family.name}: {point.id} launches {launch.kernel!r}, not a compiled "
+                    "Triton JIT function (is TRITON_INTERPRET set?)",
+                )
+        _settle_modules_of([launch.kernel for _, launch in launches])
+        for point, launch in launches:
+            bound = tc.bind_launch(launch)
+            if (bound.kernel, bound.key) in seen:
+                continue
+            seen.add((bound.kernel, bound.key))
+            spec_id = point.id
+            if spec_id in ids:
+                ids[spec_id] += 1
+                spec_id = f"{spec_id}.v{ids[spec_id]}"
+            else:
+                ids[spec_id] = 1
+            specs.append(
+                PlannedSpec(
+                    spec_id,
+                    family.name,
+                    bound.kernel,
+                    launch,
+                    bound.key,
+                    point.detail,
+                    tuple(point.value),
+                    bound.compile_hash,
+                    bound.specialization,
+                )
+            )
+    return Plan(dep, target, specs)

@@ -310,6 +310,10 @@ def plan_source_from_dict(data: dict, *, source: str = "config"):
     a build worker's arguments)."""
     if isinstance(data, dict) and "recording" in data:
         return Recording.from_dict(data, source=source)
+    if isinstance(data, dict) and "family" in data:
+        from .families import FamilyDeployment
+
+        return FamilyDeployment.from_dict(data, source=source)
     from .config import DeploymentConfig
 
     return DeploymentConfig.from_dict(data, source=source)
