@@ -456,6 +456,13 @@ def _cmd_check(args, cfg, target, folder) -> _Outcome:
         explained = [explain_spec(cache, plan, s["spec"]) for s in out["failing"]]
         out["explain"] = [e.to_json() for e in explained]
         lines += [line for e in explained for line in e.lines()]
+    tuned = sorted({s.kernel for s in plan.specs if s.detail.endswith("(autotuning)")})
+    if tuned:  # their configs are built and loaded; the choice among them is not recorded
+        out["autotuned"] = tuned
+        lines.append(
+            f"autotuned kernels {', '.join(tuned)}: every config tried while recording is built; "
+            "a server's autotuner still benchmarks them on each new key (no compiles)"
+        )
     lines.append(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
     return _Outcome(EXIT_CHECK_FAILED if failing or trace_failed else EXIT_OK, out, lines)
 

@@ -118,6 +118,7 @@ def start_recording_from_knobs() -> bool:
     target = knobs.record_target()
     if target:
         tc.set_active_target(tc.parse_target(target))
+        tc.OfflineDriver.calls_to_benchmark = True  # autotuners ask for every config
     start_recording(path, block=bool(target))
     return True
 

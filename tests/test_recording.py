@@ -281,3 +281,38 @@ def test_recording_changes_nothing_the_process_computes(toy, tmp_path):
     assert plain.returncode == 0 and recorded.returncode == 0, recorded.stderr
     got, want = map(float, recorded.stdout.split())
     assert recorded.stdout == plain.stdout and abs(got - want) < 1e-3
+
+
+AUTOTUNED = """
+import torch, triton, triton.language as tl
+
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4)],
+    key=["n"],
+)
+@triton.jit
+def tuned_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+if __name__ == "__main__":
+    x = torch.zeros(100)
+    tuned_kernel[lambda m: (triton.cdiv(100, m["BLOCK"]),)](x, 100)
+"""
+
+
+def test_autotuned_kernel_records_every_config_and_check_says_so(tmp_path):
+    (tmp_path / "tuned.py").write_text(AUTOTUNED)
+    env = child_env()
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
+    rec, cache = tmp_path / "tuned.rec", tmp_path / "cache"
+    p = cli("record", "--target", "sm_90", "--out", rec, "--", sys.executable, "-m", "tuned",
+            env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    requests = _lines(rec)
+    assert len(requests) == 2 and all(r["autotuned"] for r in requests)  # both configs
+    assert cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)["compiled"] == 2
+    p = cli("check", "--recording", rec, "--cache-dir", cache, env=env)
+    assert p.returncode == 0 and "autotuned kernels tuned_kernel" in p.stdout, p.stdout
