@@ -32,9 +32,9 @@ __all__ = [
 ]
 
 _WHERE = {
-    "DeploymentConfig": "config",
-    "load_config": "config",
-    "PRESETS": "config",
+    "DeploymentConfig": "qsa.config",
+    "load_config": "qsa.config",
+    "PRESETS": "qsa.config",
     "build_plan": "planner",
     "Plan": "planner",
     "PlannedSpec": "planner",
@@ -45,7 +45,7 @@ _WHERE = {
     "prebuild": "engine",
     "check_plan": "engine",
     "BuildReport": "engine",
-    "trace_envelope": "trace",
+    "trace_envelope": "qsa.trace",
     "warmup": "hook",
     "WarmupReport": "hook",
     "ConfigError": "errors",

@@ -39,8 +39,8 @@ from typing import BinaryIO, Iterator
 from . import triton_compat as tc
 from ._fs import atomic_write_json, read_json, sha256_bytes
 from .cache import CacheFolder, Fingerprint, checked_files, manifest_name
-from .config import DeploymentConfig
 from .errors import BundleError, CacheError, ConfigError
+from .qsa.config import DeploymentConfig
 from .recording import plan_source_from_dict
 
 __all__ = [

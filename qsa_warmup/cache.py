@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 from . import triton_compat as tc
 from ._fs import UNREADABLE, atomic_write_json, can_create_in, read_json, sha256_bytes
-from .config import DeploymentConfig
 from .errors import CacheError
+from .qsa.config import DeploymentConfig
 
 __all__ = [
     "CacheFolder",
@@ -328,7 +328,8 @@ class BoundCache:
         config, target, toolchain, kernel source and binding knobs, else from the shared tier
         (signed memos only), else computed; a memo that does not decode is ignored. What is not
         read locally is memoized in the first layer that takes the write (and published)."""
-        from .planner import build_plan, plan_source_digest
+        from .planner import build_plan
+        from .qsa.planning import plan_source_digest
 
         if not isinstance(self.config, DeploymentConfig):  # a recording: planned from itself
             return self.config.build_plan(self.target, offline=offline)

@@ -42,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="deployment config (JSON)")
-    from .config import DEFAULT_PRESET, PRESETS
+    from .qsa.config import DEFAULT_PRESET, PRESETS
 
     common.add_argument(
         "--preset",
@@ -211,7 +211,7 @@ def _add_expect_fingerprint(parser) -> None:
 
 def _source(args):
     """The plan source the flags name: a recording (``--recording``), else a config."""
-    from .config import load_config
+    from .qsa.config import load_config
 
     if args.config and args.preset:
         raise ConfigError("--preset", "give --config or --preset, not both")
@@ -268,7 +268,7 @@ def _resolve(args):
 def _targets(flag: str | None, cfg) -> list[str]:
     """The targets ``--target`` names (a list, or ``all``), else this GPU's, else the config's."""
     from . import triton_compat as tc
-    from .config import DeploymentConfig, target_problems
+    from .qsa.config import DeploymentConfig, target_problems
 
     if not isinstance(cfg, DeploymentConfig):  # a recording's targets, or a family's default
         recorded = getattr(cfg, "targets", None) or [cfg.target]
@@ -495,13 +495,13 @@ def _remote_check(cache, plan) -> dict:
 
 
 def _trace(cfg, plan, statuses, seed: int) -> dict:
-    from .config import DeploymentConfig
     from .families import FamilyDeployment, trace_family
+    from .qsa.config import DeploymentConfig
 
     if isinstance(cfg, FamilyDeployment):
         trace = trace_family(cfg, plan, seed=seed)
     elif isinstance(cfg, DeploymentConfig):
-        from .trace import trace_envelope
+        from .qsa.trace import trace_envelope
 
         trace = trace_envelope(cfg, plan, seed=seed)
     else:
@@ -642,7 +642,7 @@ def _cmd_stats(args) -> int:
 def _cmd_gc(args) -> int:
     from .cache import CacheFolder
     from .collect import collect_garbage, parse_age, parse_size
-    from .planner import plan_source_digest
+    from .qsa.planning import plan_source_digest
 
     max_size = parse_size(args.max_size) if args.max_size is not None else None
     older_than = parse_age(args.older_than) if args.older_than is not None else None

@@ -26,7 +26,7 @@ from ._fs import held_lock
 from .cache import BoundCache, CacheFolder, Lookup
 from .collect import in_use
 from .errors import CacheError, ConfigError
-from .planner import Plan, PlannedSpec, build_plan, kernel_functions, settle_kernel_hashes
+from .planner import Plan, PlannedSpec, build_plan, settle_for
 from .recording import plan_source_from_dict
 
 __all__ = ["BuildReport", "SpecResult", "prebuild", "build_spec", "check_plan"]
@@ -120,7 +120,7 @@ def _compile(cache: BoundCache, spec: PlannedSpec) -> dict:
     # compile afresh rather than take them; the entry then records what was just built.
     with tc.forced_compile():
         # the entry's hash must be the plan's, whatever compiled first here
-        settle_kernel_hashes()
+        settle_for(cache.config)
         compiled = spec.launch.warmup()
     return cache.record(spec, compiled)
 
@@ -138,6 +138,8 @@ def _worker_cache(
     plan = _inherited.get((cfg_json, target))
     cfg = plan.config if plan else plan_source_from_dict(json.loads(cfg_json))
     plan = plan or build_plan(cfg, target)
+    # forked from a process that may hold the kernels already: their files must still be written
+    tc.forget_compiled({spec.launch.kernel for spec in plan.specs})
     return BoundCache(cfg, target, CacheFolder(root), remote_url=remote_url), plan.by_id()
 
 
@@ -148,7 +150,6 @@ def _worker_init(root: str, target: str, log_level: int) -> None:
     tc.store_binaries_only(True)
     tc.install_memoized_toolchain_identity(folder.memo_dir)
     tc.set_active_target(tc.parse_target(target))
-    tc.forget_compiled(kernel_functions())  # forked from a process that may hold them already
 
 
 def _worker_build(

@@ -34,6 +34,7 @@ __all__ = [
     "find_family",
     "deployment",
     "trace_family",
+    "TraceResult",
     "ENTRY_POINT_GROUP",
 ]
 
@@ -58,6 +59,16 @@ class Launch:
     @property
     def kernel_name(self) -> str:
         return self.kernel.fn.__name__
+
+
+@dataclass
+class TraceResult:
+    """What a traced sweep asked Triton for, against a plan."""
+
+    launches: int
+    requested: int  # distinct (kernel, key) pairs
+    unplanned: list = field(default_factory=list)  # RequestedVariant not in the plan
+    covered: set = field(default_factory=set)  # planned spec ids that the sweep reached
 
 
 @dataclass(frozen=True)
@@ -206,8 +217,6 @@ def deployment(family: str | Family, config: dict | Any) -> FamilyDeployment:
 def trace_family(dep: FamilyDeployment, plan, *, seed: int = 0):
     """``check --trace`` for a family: its sweep on CPU tensors under the plan's target, every
     compile request recorded and refused, held against the plan."""
-    from .trace import TraceResult
-
     planned = plan.by_request()
     target = tc.parse_target(plan.target)
     with tc.active_driver(target), tc.capture_requests(block=True) as seen:

@@ -43,9 +43,9 @@ from . import triton_compat as tc
 from ._fs import held_lock
 from .cache import BoundCache, CacheFolder, Lookup, overlay_folder
 from .collect import in_use, mark_used
-from .config import DeploymentConfig, load_config
 from .errors import CacheError, ConfigError, WarmupUnavailable
-from .planner import Plan, settle_kernel_hashes
+from .planner import Plan, settle_for
+from .qsa.config import DeploymentConfig, load_config
 from .strict import set_strict_mode
 
 __all__ = [
@@ -450,7 +450,7 @@ def load(plan: Plan, found: dict, offline_target, device, warn) -> tuple[list, i
                 else:
                     loaded += 1
             if kernel is None:
-                settle_kernel_hashes()  # so what this writes is what the next start's plan expects
+                settle_for(plan.config)  # what this writes is what the next start's plan expects
                 with tc.forced_compile():
                     kernel = spec.launch.warmup()
             ready.append((spec, kernel))

@@ -315,6 +315,6 @@ def plan_source_from_dict(data: dict, *, source: str = "config"):
         from .families import FamilyDeployment
 
         return FamilyDeployment.from_dict(data, source=source)
-    from .config import DeploymentConfig
+    from .qsa.config import DeploymentConfig
 
     return DeploymentConfig.from_dict(data, source=source)

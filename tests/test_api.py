@@ -1,5 +1,6 @@
 """Every module's ``__all__`` is true both ways, and the layers hold: ``kernels`` never imports
-``qsa_warmup``; only ``qsa_warmup.triton_compat`` reaches into Triton's internals."""
+``qsa_warmup``; only ``qsa_warmup.qsa`` (the QSA kernels' registration as a family) imports
+``kernels``; only ``qsa_warmup.triton_compat`` reaches into Triton's internals."""
 
 import ast
 import importlib
@@ -10,6 +11,7 @@ import pkgutil
 import pytest
 
 import qsa_warmup
+import qsa_warmup.qsa as qsa_registration
 import qsa_warmup.triton_compat as triton_compat
 
 from _subproc import ROOT
@@ -24,6 +26,7 @@ def _modules():
     names += [
         f"qsa_warmup.triton_compat.{m.name}" for m in pkgutil.iter_modules(triton_compat.__path__)
     ]
+    names += [f"qsa_warmup.qsa.{m.name}" for m in pkgutil.iter_modules(qsa_registration.__path__)]
     return names + ["kernels.limits"]
 
 
@@ -63,6 +66,8 @@ def test_layers():
         assert not any(m.startswith("qsa_warmup") for m in _imports(path)), path
     internals = ("triton.runtime", "triton.backends", "triton.compiler", "triton._C")
     for path in _sources("qsa_warmup"):
+        if os.sep + "qsa" + os.sep not in path:
+            assert not any(m == "kernels" or m.startswith("kernels.") for m in _imports(path)), path
         if os.sep + "triton_compat" + os.sep in path:
             continue
         assert not any(m.startswith(internals) for m in _imports(path)), path

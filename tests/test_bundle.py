@@ -94,7 +94,7 @@ def test_imported_cache_warms_up_with_zero_compiles_and_no_planning(bundle, tmp_
     p = python(
         f"""
         import json
-        import qsa_warmup.planner as planner
+        import qsa_warmup.qsa.planning as planner
         def no_planning(*args):
             raise AssertionError("planned")
         planner._decode_points = no_planning

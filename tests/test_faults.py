@@ -230,8 +230,8 @@ def test_toolchain_change_is_reported_and_rebuilt(built, tmp_path):
 
 
 def test_malformed_config_names_the_field():
-    from qsa_warmup.config import PRESETS, DeploymentConfig
     from qsa_warmup.errors import ConfigError
+    from qsa_warmup.qsa.config import PRESETS, DeploymentConfig
 
     with pytest.raises(ConfigError) as err:
         DeploymentConfig.from_dict({**PRESETS["tiny"], "page_size": -1})

@@ -128,7 +128,7 @@ def two_deployments(tmp_path_factory):
     """A cache holding tiny and a wider variant for sm_90; they share some Triton folders."""
     root = str(tmp_path_factory.mktemp("gc") / "c")
     wide = tmp_path_factory.mktemp("cfg") / "wide.json"
-    from qsa_warmup.config import PRESETS
+    from qsa_warmup.qsa.config import PRESETS
 
     wide.write_text(json.dumps({**PRESETS["tiny"], **WIDE}))
     cli_json("prebuild", "--preset", "tiny", "--cache-dir", root)

@@ -43,8 +43,8 @@ def test_fast_loader_builds_what_triton_builds(tmp_path):
     p = python(f"""
         import json, os, torch
         from qsa_warmup import triton_compat as tc
-        from qsa_warmup.config import load_config
-        from qsa_warmup.planner import launch_for
+        from qsa_warmup.qsa.config import load_config
+        from qsa_warmup.qsa.planning import launch_for
         from triton.compiler.compiler import CompiledKernel
         tc.set_triton_cache({str(tmp_path)!r})
         tc.store_binaries_only(True)
@@ -97,7 +97,7 @@ def test_plan_memo_holds_current_compile_hashes():
     p = python("""
         import json
         from qsa_warmup import triton_compat as tc
-        from qsa_warmup.config import load_config
+        from qsa_warmup.qsa.config import load_config
         from qsa_warmup.planner import build_plan
         cfg = load_config(preset="default")
         fresh = build_plan(cfg, "sm_90", offline=True)
@@ -131,7 +131,7 @@ def test_compile_hashes_do_not_depend_on_what_hashed_first(first):
         FIRST = {first!r}
         if FIRST:
             getattr(topk, FIRST).cache_key
-        from qsa_warmup.config import load_config
+        from qsa_warmup.qsa.config import load_config
         from qsa_warmup.planner import build_plan
         plan = build_plan(load_config(preset="default"), "sm_90", offline=True)
         print(json.dumps({{s.id: s.compile_hash for s in plan.specs}}))

@@ -109,7 +109,7 @@ WARMUP = """
 import json, logging, os, sys
 logging.basicConfig(level=logging.WARNING)
 if os.environ.get("QSA_TEST_NO_PLANNING"):
-    import qsa_warmup.planner as planner
+    import qsa_warmup.qsa.planning as planner
     def no_planning(*args):
         raise AssertionError("planned")
     planner._decode_points = no_planning
@@ -356,7 +356,7 @@ def test_redis_killed_mid_build(tier, tmp_path):
 HOLDER = """
 import sys, time
 from qsa_warmup.cache import BoundCache
-from qsa_warmup.config import load_config
+from qsa_warmup.qsa.config import load_config
 cache = BoundCache(load_config(preset="tiny"), "sm_90", sys.argv[1], remote_url=sys.argv[2])
 spec = cache.plan(offline=True).specs[0]
 with cache.remote.compile_turn(cache, spec, 60) as fetched:

@@ -81,3 +81,14 @@ def tc_archs():
     from qsa_warmup import triton_compat as tc
 
     return tc.compilable_archs()
+
+
+def test_target_limits_agree_with_the_kernels_table():
+    # qsa_warmup never imports kernels outside its QSA registration: the hardware table is
+    # kept in both layers, and must not drift
+    from kernels import limits
+    from qsa_warmup.triton_compat.targets import TARGET_LIMITS
+
+    assert {arch: shared for arch, (shared, _) in TARGET_LIMITS.items()} == (
+        limits.SHARED_MEMORY_PER_BLOCK
+    )

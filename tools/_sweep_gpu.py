@@ -12,8 +12,8 @@ import torch
 from triton import knobs
 
 sys.path.insert(0, ".")
-from qsa_warmup.config import load_config  # noqa: E402  (config and sweep inputs only)
-from qsa_warmup.trace import Inputs, sweep_envelope  # noqa: E402
+from qsa_warmup.qsa.config import load_config  # noqa: E402  (config and sweep inputs only)
+from qsa_warmup.qsa.trace import Inputs, sweep_envelope  # noqa: E402
 
 events = {"compiled": 0, "hits": 0, "names": []}
 

@@ -24,7 +24,7 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import triton
 from triton import knobs
-from qsa_warmup.config import load_config
+from qsa_warmup.qsa.config import load_config
 from qsa_warmup.planner import build_plan
 from qsa_warmup import triton_compat as tc
 n = {"compiled": 0}

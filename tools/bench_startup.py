@@ -37,7 +37,7 @@ mode, preset, cache = sys.argv[2], sys.argv[3], sys.argv[4]
 import torch
 import kernels
 from triton import knobs
-from qsa_warmup.config import load_config
+from qsa_warmup.qsa.config import load_config
 from qsa_warmup import triton_compat as tc
 torch.cuda.init(); torch.empty(1, device="cuda")
 events = {"compiles": 0, "file_loads": 0}
@@ -49,7 +49,7 @@ if mode.startswith("triton"):
     # Triton's own warm path is given the spec list as a server would write it by hand: the
     # launches, built here (untimed) from the envelope points the parent's plan listed, with no
     # Triton state touched (no driver, binder or kernel hash), so the timed part pays all of it
-    from qsa_warmup.planner import launch_for
+    from qsa_warmup.qsa.planning import launch_for
     with open(sys.argv[5]) as f:
         launches = [launch_for(cfg, family, tuple(point)) for family, point in json.load(f)]
 if mode == "triton-warmup-started":
@@ -100,8 +100,8 @@ PYCACHE = os.path.join(tempfile.gettempdir(), "qsa-bench-startup-pycache")
 def write_points(preset: str) -> str:
     """The plan's envelope points, [(family, point)], for the Triton-side children."""
     from qsa_warmup import triton_compat as tc
-    from qsa_warmup.config import load_config
     from qsa_warmup.planner import build_plan
+    from qsa_warmup.qsa.config import load_config
 
     plan = build_plan(
         load_config(preset=preset), tc.target_name(tc.current_gpu_target()), offline=True

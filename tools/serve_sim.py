@@ -33,7 +33,7 @@ def rank_main(args):
     import kernels
     import qsa_warmup
     from kernels import reference as ref
-    from qsa_warmup.trace import Inputs, sweep_envelope
+    from qsa_warmup.qsa.trace import Inputs, sweep_envelope
 
     device = args.rank % args.devices if args.devices else None
     if device is not None:

@@ -13,8 +13,6 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 from triton.runtime.driver import driver as _driver_config
 
-from kernels import limits
-
 __all__ = [
     "GPUTarget",
     "parse_target",
@@ -36,8 +34,20 @@ _TARGET_RE = re.compile(r"^sm_(\d+)a?$")
 # and compiles the smallest and largest).
 _COMPILABLE = {"3.6.0": (80, 86, 87, 89, 90, 100, 103, 120, 121)}
 
-# Per-block limits of each target: (max dynamic shared memory bytes, max threads).
-TARGET_LIMITS = {arch: (shared, 1024) for arch, shared in limits.SHARED_MEMORY_PER_BLOCK.items()}
+# Per-block limits of each target: (max dynamic shared memory bytes, max threads), from the CUDA
+# programming guide's table (``kernels.limits`` holds the same numbers for the kernels' own
+# tile sizing; tests/test_targets.py checks that the two agree).
+TARGET_LIMITS = {
+    80: (166912, 1024),
+    86: (101376, 1024),
+    87: (166912, 1024),
+    89: (101376, 1024),
+    90: (232448, 1024),
+    100: (232448, 1024),
+    103: (232448, 1024),
+    120: (101376, 1024),
+    121: (101376, 1024),
+}
 
 
 def parse_target(name: str) -> GPUTarget:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from kernels import limits
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["DeploymentConfig", "PRESETS", "DEFAULT_PRESET", "load_config", "target_problems"]
 
@@ -194,7 +194,7 @@ def _check_range(values, name, low, high, problems) -> None:
 def target_problems(target, cache_dtypes, field: str = "target") -> list[tuple[str, str]]:
     """What is wrong with building for ``target``: a name this Triton cannot compile for, or a
     cache dtype the target cannot run (fp8 below sm_89), naming the dtype and the minimum."""
-    from .triton_compat import parse_target
+    from ..triton_compat import parse_target
 
     try:
         arch = parse_target(target).arch

@@ -4,8 +4,8 @@ caches exactly as ``--config`` does (the same manifests), with its richer spec n
 
 from __future__ import annotations
 
+from ..families import Family, Point
 from .config import DeploymentConfig
-from .families import Family, Point
 
 __all__ = ["QSAFamily"]
 
@@ -26,7 +26,7 @@ class QSAFamily(Family):
         return config  # planned by planner.build_plan, keyed as --config keys it
 
     def points(self, config: DeploymentConfig, arch: int):
-        from . import planner
+        from . import planning as planner
 
         for points in (
             planner._decode_points,
@@ -38,7 +38,7 @@ class QSAFamily(Family):
                 yield Point(spec_id or part, (part, *point), detail)
 
     def launch_for(self, config: DeploymentConfig, value: tuple, arch: int):
-        from .planner import launch_for
+        from .planning import launch_for
 
         return launch_for(config, value[0], tuple(value[1:]), arch)
 

@@ -5,29 +5,22 @@ nothing launches), and compare what Triton's runtime asked for with the plan."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 
 import torch
 
 import kernels
 
-from . import triton_compat as tc
+from .. import triton_compat as tc
+from ..families import TraceResult
+from ..planner import Plan
 from .config import DeploymentConfig
-from .planner import Plan, torch_dtype
+from .planning import torch_dtype
 
-__all__ = ["TraceResult", "trace_envelope", "sweep_envelope", "Inputs"]
+__all__ = ["trace_envelope", "sweep_envelope", "Inputs"]
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-@dataclass
-class TraceResult:
-    launches: int
-    requested: int  # distinct (kernel, key) pairs
-    unplanned: list = field(default_factory=list)  # RequestedVariant not in the plan
-    covered: set = field(default_factory=set)  # planned spec ids that the sweep reached
 
 
 def _view(t: torch.Tensor, rng: random.Random) -> torch.Tensor:
