@@ -120,7 +120,7 @@ def _recorded_kernels(recording, target: str, retarget: bool) -> list:
                 kernels[name] = tc.resolve_jit_function(request.module, request.qualname)
             except tc.KernelNotFound as exc:
                 kernels[name] = None
-                problems[name] = f"{exc.reason}; install the code that defines it where you build"
+                problems[name] = f"{exc.reason}; {exc.fix}"
         fn = kernels[name]
         if fn is None:
             continue

@@ -4,6 +4,7 @@ warmed up strictly; concurrent recorders, stale and unimportable kernels, other 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -60,11 +61,21 @@ toy_kernels.toy_add(torch.randn(64))
 """
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """The toy kernels' module, a script that runs them, and its recording (rec.jsonl), made
+    once for the module under the offline driver."""
+    folder = tmp_path_factory.mktemp("toy")
+    (folder / "toy_kernels.py").write_text(TOY)
+    (folder / "run_toy.py").write_text(RUN)
+    _record(folder, folder / "rec.jsonl")
+    return folder
+
+
 @pytest.fixture
-def toy(tmp_path):
-    """A folder holding the toy kernels' module and a script that runs them."""
-    (tmp_path / "toy_kernels.py").write_text(TOY)
-    (tmp_path / "run_toy.py").write_text(RUN)
+def toy(recorded, tmp_path):
+    """A copy of ``recorded`` of this test's own (its kernels may be edited)."""
+    shutil.copytree(recorded, tmp_path, dirs_exist_ok=True)
     return tmp_path
 
 
@@ -96,7 +107,7 @@ def _lines(path):
 
 
 def test_record_plan_prebuild_check_explain(toy):
-    rec = toy / "rec.jsonl"
+    rec = toy / "fresh.jsonl"
     p = _record(toy, rec)
     requests = _lines(rec)
     # toy_scale at three sizes (n == 1, n % 16 != 0 with the small block, n % 16 == 0 with the
@@ -126,7 +137,6 @@ def test_record_plan_prebuild_check_explain(toy):
 
 def test_recording_export_import_and_strict_warmup(toy):
     rec, cache, other = toy / "rec.jsonl", toy / "cache", toy / "imported"
-    _record(toy, rec)
     env = _env(toy)
     cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)
     bundle = toy / "toy.bundle"
@@ -164,7 +174,7 @@ def test_recording_export_import_and_strict_warmup(toy):
 
 
 def test_two_processes_recording_into_one_file_lose_nothing(toy):
-    rec = toy / "rec.jsonl"
+    rec = toy / "two.jsonl"
     sizes = [[str(n) for n in range(start, 1024, 2)] for start in (1, 2)]
     env = _env(toy)
     procs = [
@@ -207,7 +217,6 @@ def test_two_processes_recording_into_one_file_lose_nothing(toy):
 
 def test_stale_and_unimportable_recordings_are_refused_by_name(toy):
     rec = toy / "rec.jsonl"
-    _record(toy, rec)
     source = (toy / "toy_kernels.py").read_text()
     (toy / "toy_kernels.py").write_text(source.replace("+ 1, mask=mask)", "+ 2, mask=mask)"))
     p = cli("prebuild", "--recording", rec, "--cache-dir", toy / "cache", env=_env(toy))
@@ -222,7 +231,6 @@ def test_stale_and_unimportable_recordings_are_refused_by_name(toy):
 
 def test_recording_target_and_format_checks(toy):
     rec = toy / "rec.jsonl"
-    _record(toy, rec)
     env = _env(toy)
     p = cli("plan", "--recording", rec, "--target", "sm_100", env=env)
     assert p.returncode == 2 and "--retarget" in p.stderr
@@ -238,7 +246,6 @@ def test_recording_target_and_format_checks(toy):
 
 def test_retargeted_build_compiles_for_the_new_target(toy):
     rec = toy / "rec.jsonl"
-    _record(toy, rec)
     out = python(
         f"""
         from qsa_warmup.recording import load_recordings
@@ -296,23 +303,40 @@ def tuned_kernel(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
 
+"""
 
-if __name__ == "__main__":
-    x = torch.zeros(100)
-    tuned_kernel[lambda m: (triton.cdiv(100, m["BLOCK"]),)](x, 100)
+RUN_TUNED = """
+import torch, triton
+from tuned import tuned_kernel
+x = torch.zeros(100)
+tuned_kernel[lambda m: (triton.cdiv(100, m["BLOCK"]),)](x, 100)
 """
 
 
 def test_autotuned_kernel_records_every_config_and_check_says_so(tmp_path):
     (tmp_path / "tuned.py").write_text(AUTOTUNED)
+    (tmp_path / "run_tuned.py").write_text(RUN_TUNED)
     env = child_env()
     env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
     rec, cache = tmp_path / "tuned.rec", tmp_path / "cache"
-    p = cli("record", "--target", "sm_90", "--out", rec, "--", sys.executable, "-m", "tuned",
-            env=env)  # fmt: skip
+    p = cli("record", "--target", "sm_90", "--out", rec, "--", sys.executable,
+            tmp_path / "run_tuned.py", env=env)  # fmt: skip
     assert p.returncode == 0, p.stderr
     requests = _lines(rec)
     assert len(requests) == 2 and all(r["autotuned"] for r in requests)  # both configs
     assert cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)["compiled"] == 2
     p = cli("check", "--recording", rec, "--cache-dir", cache, env=env)
     assert p.returncode == 0 and "autotuned kernels tuned_kernel" in p.stdout, p.stdout
+
+
+def test_a_kernel_defined_in_the_recorded_script_is_refused_with_the_fix(tmp_path):
+    # importing the script where the recording is built would make another JIT function than
+    # the one the server runs: refused, saying where to define it
+    script = tmp_path / "inline.py"
+    script.write_text(TOY + "\ntoy_add(torch.randn(64))\n")
+    rec = tmp_path / "inline.rec"
+    p = cli("record", "--target", "sm_90", "--out", rec, "--", sys.executable, script)
+    assert p.returncode == 0, p.stderr
+    p = cli("prebuild", "--recording", rec, "--cache-dir", tmp_path / "cache")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "__main__.toy_add_kernel" in p.stderr and "a module the server imports" in p.stderr

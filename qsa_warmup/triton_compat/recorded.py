@@ -118,13 +118,21 @@ def recording_requests(
 class KernelNotFound(LookupError):
     """A recorded kernel cannot be found where it is built (``reason`` says why)."""
 
-    def __init__(self, module: str, qualname: str, reason: str):
-        super().__init__(f"{module}.{qualname}: {reason}")
-        self.module, self.qualname, self.reason = module, qualname, reason
+    def __init__(self, module: str, qualname: str, reason: str, fix: str = ""):
+        fix = fix or "install the code that defines it where you build"
+        super().__init__(f"{module}.{qualname}: {reason}; {fix}")
+        self.module, self.qualname, self.reason, self.fix = module, qualname, reason, fix
 
 
 def resolve_jit_function(module: str, qualname: str):
     """The JITFunction ``module.qualname`` names (through autotune and heuristics wrappers)."""
+    if module == "__main__":  # importing it here would be another object than the server's
+        raise KernelNotFound(
+            module,
+            qualname,
+            "defined in the script the recorded process ran",
+            "define it in a module the server imports, and record again",
+        )
     try:
         obj = importlib.import_module(module)
     except Exception as exc:  # any import failure: the build host lacks the code
