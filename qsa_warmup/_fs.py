@@ -28,6 +28,7 @@ __all__ = [
     "held_lock",
     "file_mode",
     "can_create_in",
+    "checked_files",
 ]
 
 log = logging.getLogger(__name__)
@@ -132,3 +133,22 @@ def can_create_in(folder: str) -> bool:
     os.close(fd)
     os.unlink(path)
     return True
+
+
+def checked_files(entry_dir: str, files: dict) -> tuple[str | None, dict]:
+    """(None, {path: bytes}) when every file of ``files`` ({name: sha256}) in ``entry_dir``
+    has its checksum, else (what is wrong, {})."""
+    contents = {}
+    for name, digest in files.items():
+        path = os.path.join(entry_dir, os.path.basename(name))
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return f"{name} missing", {}
+        except OSError as exc:
+            return f"{name} unreadable ({exc.strerror})", {}
+        if sha256_bytes(data) != digest:
+            return f"{name} checksum mismatch", {}
+        contents[path] = data
+    return None, contents

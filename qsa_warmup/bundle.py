@@ -37,8 +37,8 @@ import time
 from typing import BinaryIO, Iterator
 
 from . import triton_compat as tc
-from ._fs import atomic_write_json, read_json, sha256_bytes
-from .cache import CacheFolder, Fingerprint, checked_files, manifest_name
+from ._fs import atomic_write_json, checked_files, read_json, sha256_bytes
+from .cache import CacheFolder, Fingerprint, manifest_name
 from .errors import BundleError, CacheError, ConfigError
 from .qsa.config import DeploymentConfig
 from .recording import plan_source_from_dict

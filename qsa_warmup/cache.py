@@ -33,7 +33,14 @@ import tempfile
 from dataclasses import dataclass, field
 
 from . import triton_compat as tc
-from ._fs import UNREADABLE, atomic_write_json, can_create_in, read_json, sha256_bytes
+from ._fs import (
+    UNREADABLE,
+    atomic_write_json,
+    can_create_in,
+    checked_files,
+    read_json,
+    sha256_bytes,
+)
 from .errors import CacheError
 from .qsa.config import DeploymentConfig
 
@@ -43,7 +50,6 @@ __all__ = [
     "Fingerprint",
     "Lookup",
     "overlay_folder",
-    "checked_files",
     "manifest_name",
     "STATES",
 ]
@@ -161,25 +167,6 @@ class CacheFolder:
             if os.path.basename(base) == "entries":
                 entries += sum(1 for n in files if n.endswith(".json"))
         return {"entries": entries, "bytes": size}
-
-
-def checked_files(entry_dir: str, files: dict) -> tuple[str | None, dict]:
-    """(None, {path: bytes}) when every file of ``files`` ({name: sha256}) in ``entry_dir``
-    has its checksum, else (what is wrong, {})."""
-    contents = {}
-    for name, digest in files.items():
-        path = os.path.join(entry_dir, os.path.basename(name))
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return f"{name} missing", {}
-        except OSError as exc:
-            return f"{name} unreadable ({exc.strerror})", {}
-        if sha256_bytes(data) != digest:
-            return f"{name} checksum mismatch", {}
-        contents[path] = data
-    return None, contents
 
 
 def overlay_folder(primary: CacheFolder) -> CacheFolder | None:

@@ -41,8 +41,7 @@ import urllib.parse
 import uuid
 from typing import Iterator
 
-from ._fs import atomic_write, atomic_write_json, sha256_bytes
-from .cache import checked_files
+from ._fs import atomic_write, atomic_write_json, checked_files, sha256_bytes
 from .errors import ConfigError, RemoteUnavailable
 
 __all__ = ["RemoteSettings", "RemoteTier", "RemoteStats", "open_remote"]

@@ -71,3 +71,12 @@ def test_layers():
         if os.sep + "triton_compat" + os.sep in path:
             continue
         assert not any(m.startswith(internals) for m in _imports(path)), path
+
+
+def test_the_shared_tier_does_not_reach_back_into_the_cache():
+    # the cache opens the tier; the tier verifies bytes with the file helpers, never the cache
+    tree = ast.parse(open(os.path.join(ROOT, "qsa_warmup", "remote.py")).read())
+    relative = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level
+    }
+    assert not relative & {"cache", "hook", "engine"}, relative
