@@ -169,8 +169,8 @@ def recordings() -> list[str]:
 
 
 def strict_scope() -> str:
-    """``$QSA_WARMUP_STRICT_SCOPE``: planned (kernels of a warmed plan or recording) or all
-    (any Triton compile after warmup)."""
+    """``$QSA_WARMUP_STRICT_SCOPE``: planned (kernels of the packages a warmed plan or recording
+    drew from) or all (any Triton compile after warmup)."""
     value = os.environ.get(STRICT_SCOPE_ENV, "planned").strip().lower() or "planned"
     if value not in STRICT_SCOPES:
         raise ConfigError(

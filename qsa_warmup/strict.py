@@ -1,7 +1,9 @@
 """Strict no-JIT mode: what a Triton compile does once warmup has run.
 
-Scope ``planned`` (the default) covers the ``kernels`` package and every kernel of a warmed
-plan or recording; ``all`` covers any Triton compile in the process.
+Scope ``planned`` (the default) covers every kernel of a package a warmed plan or recording
+drew from (``kernels`` for a QSA deployment, ``liger_kernel`` for a recording of Liger's ops):
+a variant or a kernel of that package that was not planned is flagged. ``all`` covers any
+Triton compile in the process.
 
 The planned variants of every warmup in the process are kept (a process may serve several
 deployments: two models, a draft and a target), so the closest planned variant named in an
@@ -36,7 +38,7 @@ log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _state = {"mode": "off", "scope": "planned"}
 _planned: dict[str, dict[str, tuple[dict, int]]] = {}  # kernel -> spec id -> (constants, num_warps)
-_planned_kernels: set[tuple[str, str]] = set()  # (module, kernel) of every warmed spec
+_planned_packages: set[str] = set()  # top-level packages of every warmed spec's kernel
 _local = threading.local()
 
 
@@ -71,7 +73,7 @@ def register_plan(plan) -> None:
             consts = {
                 k: v for k, v in spec.launch.options.items() if k not in ("num_warps", "num_stages")
             }
-            _planned_kernels.add((spec.launch.kernel.module, spec.kernel))
+            _planned_packages.add(spec.launch.kernel.module.split(".")[0])
             _planned.setdefault(spec.kernel, {})[spec.id] = (
                 json.loads(json.dumps(consts, default=str)),
                 spec.launch.options.get("num_warps", 4),
@@ -109,11 +111,7 @@ def closest_planned(variant) -> str | None:
 
 
 def _in_scope(variant, module: str) -> bool:
-    return (
-        _state["scope"] == "all"
-        or module.startswith("kernels.")
-        or (module, variant.kernel) in _planned_kernels
-    )
+    return _state["scope"] == "all" or module.split(".")[0] in _planned_packages
 
 
 def _on_compile_request(variant, module: str) -> bool:

@@ -340,3 +340,41 @@ def test_a_kernel_defined_in_the_recorded_script_is_refused_with_the_fix(tmp_pat
     p = cli("prebuild", "--recording", rec, "--cache-dir", tmp_path / "cache")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
     assert "__main__.toy_add_kernel" in p.stderr and "a module the server imports" in p.stderr
+
+
+OTHER = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def other_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+"""
+
+
+@pytest.mark.parametrize("scope,refused", [("planned", False), ("all", True)])
+def test_strict_scope_planned_covers_the_recorded_package_and_all_covers_any(toy, scope, refused):
+    (toy / "other_kernels.py").write_text(OTHER)
+    env, cache = _env(toy), toy / "cache"
+    cli_json("prebuild", "--recording", toy / "rec.jsonl", "--cache-dir", cache, env=env)
+    out = python(
+        f"""
+        import json, torch, qsa_warmup
+        from qsa_warmup import triton_compat as tc
+        from qsa_warmup.errors import StrictModeError
+        qsa_warmup.warmup(recordings={str(toy / "rec.jsonl")!r}, target="sm_90",
+                          cache_dir={str(cache)!r}, strict="error", strict_scope={scope!r})
+        import other_kernels
+        refused = False
+        with tc.active_driver(tc.parse_target("sm_90")):
+            try:  # another package's kernel, compiled (warmup: never launched)
+                other_kernels.other_kernel.warmup(torch.empty(8), 8, BLOCK=64, grid=(1,))
+            except StrictModeError:
+                refused = True
+        print(json.dumps(refused))
+        """,
+        env=env,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) is refused
