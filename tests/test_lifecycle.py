@@ -101,9 +101,8 @@ warmup("tiny", target="sm_90", cache_dir=sys.argv[1], jobs=1)
 """
 
 
-def test_warmup_summary_goes_through_logging_or_one_clear_line(tmp_path):
-    root = str(tmp_path / "c")
-    cli_json("prebuild", "--preset", "tiny", "--cache-dir", root)
+def test_warmup_summary_goes_through_logging_or_one_clear_line(tmp_path, tiny_copy):
+    root = tiny_copy()
     script = tmp_path / "s.py"
     script.write_text(SUMMARY)
     runs = {}
@@ -226,9 +225,8 @@ print(r.loaded, r.compiled, time.time())
 """
 
 
-def test_gc_waits_for_a_start_that_is_reading_the_cache(tmp_path):
-    root = str(tmp_path / "c")
-    cli_json("prebuild", "--preset", "tiny", "--cache-dir", root)
+def test_gc_waits_for_a_start_that_is_reading_the_cache(tmp_path, tiny_copy):
+    root = tiny_copy()
     script, marker = tmp_path / "slow.py", str(tmp_path / "reading")
     script.write_text(SLOW_START)
     start = subprocess.Popen(
@@ -246,11 +244,10 @@ def test_gc_waits_for_a_start_that_is_reading_the_cache(tmp_path):
     assert float(finished) <= done and len(out["manifests"]) == 1
 
 
-def test_gc_and_clear_refuse_bad_input_in_one_line(tmp_path):
+def test_gc_and_clear_refuse_bad_input_in_one_line(tmp_path, tiny_copy):
     from _subproc import try_readonly_bind
 
-    src = str(tmp_path / "src")
-    cli_json("prebuild", "--preset", "tiny", "--cache-dir", src)
+    src = tiny_copy("src")
     cases = [
         (["gc", "--cache-dir", src, "--max-size", "12Q"], "--max-size"),
         (["gc", "--cache-dir", src, "--older-than", "soon"], "--older-than"),
@@ -298,7 +295,7 @@ def _explain(root, spec, *config):
 
 
 def test_explain_names_the_toolchain_part_the_constexpr_and_the_specialization(
-    two_deployments, tmp_path
+    two_deployments, tmp_path, tiny_copy
 ):
     from _subproc import entry_files, fake_other_toolchain
 
@@ -306,8 +303,7 @@ def test_explain_names_the_toolchain_part_the_constexpr_and_the_specialization(
     # a constexpr: the wide config's decode kernel against tiny's
     root = shutil.copytree(src, str(tmp_path / "c"))
     spec = "decode.bf16.dql1.qg1.n128.s1.tpp2.w4"
-    tiny_only = str(tmp_path / "tiny")
-    cli_json("prebuild", "--preset", "tiny", "--cache-dir", tiny_only)
+    tiny_only = tiny_copy("tiny")
     out = _explain(tiny_only, spec, "--config", wide)
     assert (
         out["state"] == "missing"
@@ -335,10 +331,9 @@ def test_explain_names_the_toolchain_part_the_constexpr_and_the_specialization(
     assert _explain(root, spec, "--preset", "tiny")["state"] == "ok"
 
 
-def test_check_explain_and_an_unknown_spec_id(two_deployments, tmp_path):
+def test_check_explain_and_an_unknown_spec_id(two_deployments, tmp_path, tiny_copy):
     src, wide = two_deployments
-    root = str(tmp_path / "c")
-    cli_json("prebuild", "--preset", "tiny", "--cache-dir", root)
+    root = tiny_copy()
     out = json.loads(
         cli("check", "--config", wide, "--cache-dir", root, "--explain", "--json").stdout
     )

@@ -6,16 +6,15 @@ import shutil
 
 import pytest
 
-from _subproc import child_env, cli_json, last_json, python
+from _subproc import child_env, last_json, python
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("cache") / "c")
-    cli_json("prebuild", "--preset", "tiny", "--cache-dir", root)
-    return root
+def built(tiny_cache, tmp_path_factory):
+    """This module's copy of the suite's tiny cache; tests that damage it work on copies."""
+    return shutil.copytree(tiny_cache, str(tmp_path_factory.mktemp("cache") / "c"))
 
 
 def copy_of(src, tmp_path, name="copy"):
