@@ -34,6 +34,7 @@ __all__ = [
     "find_family",
     "deployment",
     "trace_family",
+    "held_against",
     "TraceResult",
     "ENTRY_POINT_GROUP",
 ]
@@ -217,7 +218,6 @@ def deployment(family: str | Family, config: dict | Any) -> FamilyDeployment:
 def trace_family(dep: FamilyDeployment, plan, *, seed: int = 0):
     """``check --trace`` for a family: its sweep on CPU tensors under the plan's target, every
     compile request recorded and refused, held against the plan."""
-    planned = plan.by_request()
     target = tc.parse_target(plan.target)
     with tc.active_driver(target), tc.capture_requests(block=True) as seen:
         try:
@@ -226,7 +226,14 @@ def trace_family(dep: FamilyDeployment, plan, *, seed: int = 0):
             raise ConfigError(
                 "--trace", f"family {dep.family.name} has no sweep to trace; check without --trace"
             ) from None
-    distinct = {(v.kernel, v.key): v for v in seen}
+    return held_against(plan, seen, launches)
+
+
+def held_against(plan, requested, launches: int) -> TraceResult:
+    """A traced sweep's compile requests (``RequestedVariant``s) against ``plan``: the distinct
+    ones, those the plan lacks, and the planned specs they reached."""
+    planned = plan.by_request()
+    distinct = {(v.kernel, v.key): v for v in requested}
     result = TraceResult(launches=launches, requested=len(distinct))
     for pair, variant in distinct.items():
         spec = planned.get(pair)

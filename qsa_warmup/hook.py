@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from . import knobs
 from . import strict as strict_mode
 from . import triton_compat as tc
-from ._fs import held_lock
+from ._fs import held_lock, read_json
 from .cache import BoundCache, CacheFolder, Lookup, overlay_folder
 from .collect import in_use, mark_used
 from .errors import CacheError, ConfigError, WarmupUnavailable
@@ -121,7 +121,7 @@ def _as_config(config):
         return plan_source_from_dict(config)
     if isinstance(config, (str, os.PathLike)):
         text = os.fspath(config)
-        data = _json_object(text) if os.path.isfile(text) else None
+        data = read_json(text) if os.path.isfile(text) else None
         if isinstance(data, dict) and ("family" in data or "recording" in data):
             return plan_source_from_dict(data, source=text)
         return (
@@ -133,14 +133,6 @@ def _as_config(config):
         "config",
         f"expected a DeploymentConfig, dict, JSON path or preset name, got {type(config).__name__}",
     )
-
-
-def _json_object(path: str):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None  # load_config names the problem
 
 
 def _cuda_initialized() -> bool:

@@ -24,6 +24,7 @@ __all__ = [
     "recording_plan",
     "family_plan",
     "settle_for",
+    "unique_spec_id",
 ]
 
 
@@ -85,6 +86,16 @@ def build_plan(cfg, target: str | None = None, *, offline: bool = True, memo: li
 
         return build_qsa_plan(cfg, target, offline=offline, memo=memo)
     return cfg.build_plan(target, offline=offline)
+
+
+def unique_spec_id(ids: dict[str, int], spec_id: str) -> str:
+    """``spec_id``, or ``spec_id.vN`` for its N-th use in one plan (same readable id, another
+    specialization): stable, as points come in a stable order."""
+    if spec_id in ids:
+        ids[spec_id] += 1
+        return f"{spec_id}.v{ids[spec_id]}"
+    ids[spec_id] = 1
+    return spec_id
 
 
 def settle_for(source) -> None:
@@ -214,15 +225,9 @@ def family_plan(dep, target: str, *, offline: bool = True) -> Plan:
             if (bound.kernel, bound.key) in seen:
                 continue
             seen.add((bound.kernel, bound.key))
-            spec_id = point.id
-            if spec_id in ids:
-                ids[spec_id] += 1
-                spec_id = f"{spec_id}.v{ids[spec_id]}"
-            else:
-                ids[spec_id] = 1
             specs.append(
                 PlannedSpec(
-                    spec_id,
+                    unique_spec_id(ids, point.id),
                     family.name,
                     bound.kernel,
                     launch,

@@ -152,6 +152,11 @@ def _parse_line(path: str, number: int, line: str):
         obj = json.loads(line)
     except ValueError:
         return None, (where, "not a JSON line; re-record it")
+    return _request_from(obj, where)
+
+
+def _request_from(obj, where: str):
+    """(the request, None) from one decoded line or manifest entry, else (None, (where, why))."""
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         return None, (where, f"not a {FORMAT} line")
     version = obj.get("version")
@@ -215,8 +220,8 @@ class Recording:
             raise ConfigError(source, "not a recording")
         requests, problems = [], []
         for number, obj in enumerate(body["requests"], 1):
-            line = json.dumps({"format": FORMAT, "version": body.get("version", VERSION), **obj})
-            request, problem = _parse_line(source, number, line)
+            tagged = {"format": FORMAT, "version": body.get("version", VERSION), **obj}
+            request, problem = _request_from(tagged, f"{source}:{number}")
             if problem:
                 problems.append(problem)
             else:

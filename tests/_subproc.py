@@ -125,3 +125,17 @@ def fake_other_toolchain(cache_root, part, value):
     os.rename(os.path.join(qsa, name), moved)
     with open(os.path.join(moved, "manifest.json"), "w") as f:
         json.dump(manifest, f)
+
+
+def full_disk_under(prefix: str) -> str:
+    """Python source that makes every ``os.replace`` into ``prefix`` fail with ENOSPC (a full
+    disk, as the cache's atomic writes meet it), for a child process to run first."""
+    return f"""
+import errno, os
+_real_replace = os.replace
+def _full(src, dst, *a, **k):
+    if str(dst).startswith({prefix!r}):
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+    return _real_replace(src, dst, *a, **k)
+os.replace = _full
+"""

@@ -17,6 +17,7 @@ from _subproc import (
     cli_json,
     entry_files,
     fake_other_toolchain,
+    full_disk_under,
     python,
     together,
     try_readonly_bind,
@@ -355,25 +356,13 @@ def test_prebuild_on_a_readonly_cache(built, tmp_path):
         subprocess.run(["umount", ro])
 
 
-FULL_TRITON_DIR = """
-import errno, os, sys
-_real_replace = os.replace
-def _full(src, dst, *a, **k):
-    if str(dst).startswith({triton!r}):
-        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
-    return _real_replace(src, dst, *a, **k)
-os.replace = _full
-from qsa_warmup.cli import main
-sys.exit(main({argv!r}))
-"""
-
-
 @pytest.mark.parametrize("verbose", [False, True])
 def test_prebuild_on_a_full_disk_is_a_line_per_spec_and_a_summary(tmp_path, verbose):
     root = str(tmp_path / "full")
     argv = ["prebuild", "--preset", "tiny", "--cache-dir", root, "--jobs", "2"]
-    code = FULL_TRITON_DIR.format(
-        triton=os.path.join(root, "triton"), argv=argv + (["-v"] if verbose else [])
+    argv += ["-v"] if verbose else []
+    code = full_disk_under(os.path.join(root, "triton")) + (
+        f"import sys\nfrom qsa_warmup.cli import main\nsys.exit(main({argv!r}))\n"
     )
     p = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=ROOT

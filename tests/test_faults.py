@@ -17,6 +17,7 @@ from _subproc import (
     cli_json,
     entry_files,
     fake_other_toolchain,
+    full_disk_under,
     last_json,
     python,
     try_readonly_bind,
@@ -120,20 +121,9 @@ def test_readonly_cache_loads_and_compiles_missing_into_overlay(built, tmp_path)
         subprocess.run(["umount", ro])
 
 
-ENOSPC_PRELUDE = """
-import errno, os
-_real_replace = os.replace
-def _full(src, dst, *a, **k):
-    if str(dst).startswith({root!r}):
-        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
-    return _real_replace(src, dst, *a, **k)
-os.replace = _full
-"""
-
-
 def test_disk_full_keeps_kernels_in_memory(tmp_path):
     root = str(tmp_path / "full")
-    report, _ = run_warmup(root, prelude=ENOSPC_PRELUDE.format(root=root), kwargs="jobs=1")
+    report, _ = run_warmup(root, prelude=full_disk_under(root), kwargs="jobs=1")
     assert report["planned"] == 5 and report["loaded"] + report["compiled"] >= 5
     assert any(
         "No space left" in w or "cannot write" in w or "failed" in w for w in report["warnings"]

@@ -22,7 +22,7 @@ import kernels
 from kernels import TensorMeta, limits
 
 from .. import triton_compat as tc
-from ..planner import Plan, PlannedSpec
+from ..planner import Plan, PlannedSpec, unique_spec_id
 from .config import DeploymentConfig
 
 __all__ = [
@@ -297,12 +297,7 @@ def build_qsa_plan(
                 kernel, key = bound.kernel, bound.key
                 if (kernel, key) in seen:
                     continue
-                # same readable id, different specialization: disambiguate stably
-                if spec_id in ids:
-                    ids[spec_id] += 1
-                    spec_id = f"{spec_id}.v{ids[spec_id]}"
-                else:
-                    ids[spec_id] = 1
+                spec_id = unique_spec_id(ids, spec_id)
                 spec = PlannedSpec(
                     spec_id,
                     family,

@@ -11,7 +11,7 @@ import torch
 import kernels
 
 from .. import triton_compat as tc
-from ..families import TraceResult
+from ..families import TraceResult, held_against
 from ..planner import Plan
 from .config import DeploymentConfig
 from .planning import torch_dtype
@@ -180,7 +180,6 @@ def trace_envelope(
     cfg: DeploymentConfig, plan: Plan, *, seed: int = 0, samples: int = 24
 ) -> TraceResult:
     """Sweep the envelope under the plan's target; every request is refused and recorded."""
-    planned = plan.by_request()
     launches = 0
 
     def run(fn, *args, **kwargs):
@@ -195,12 +194,4 @@ def trace_envelope(
         tc.capture_requests(block=True) as seen,
     ):
         sweep_envelope(cfg, run, seed=seed, samples=samples)
-    distinct = {(v.kernel, v.key): v for v in seen}
-    result = TraceResult(launches=launches, requested=len(distinct))
-    for pair, variant in distinct.items():
-        spec = planned.get(pair)
-        if spec is None:
-            result.unplanned.append(variant)
-        else:
-            result.covered.add(spec.id)
-    return result
+    return held_against(plan, seen, launches)

@@ -85,10 +85,20 @@ def capture_requests(*, block: bool) -> Iterator[list[RequestedVariant]]:
     how ``check --trace`` runs the launchers on CPU tensors (hooks installed before are not
     asked then: nothing compiles)."""
     seen: list[RequestedVariant] = []
+    with _observing_requests(
+        lambda fn, key, compile: seen.append(_variant_from_hook(fn, key, compile)), block=block
+    ):
+        yield seen
+
+
+@contextlib.contextmanager
+def _observing_requests(observe: Callable, *, block: bool) -> Iterator[None]:
+    """``observe(fn, key, compile)`` for every compile request (``jit_cache_hook``), then skip
+    the compile (``block``) or pass the request on to the hook installed before."""
 
     def make(previous):
         def hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled):
-            seen.append(_variant_from_hook(fn, key, compile))
+            observe(fn, key, compile)
             if block:
                 return True
             return bool(previous) and previous(
@@ -103,7 +113,7 @@ def capture_requests(*, block: bool) -> Iterator[list[RequestedVariant]]:
         return hook
 
     with _for_a_while(knobs.runtime, "jit_cache_hook", make):
-        yield seen
+        yield
 
 
 def install_jit_cache_hook(hook: Callable[[RequestedVariant, str], bool]) -> None:

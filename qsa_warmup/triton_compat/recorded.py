@@ -16,9 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
 
 import triton
-from triton import knobs
 
-from .hooks import _for_a_while
+from .hooks import _observing_requests
 from .loader import _backend_for, _unbound_source, is_jit_function
 from .targets import GPUTarget, target_name
 
@@ -83,35 +82,21 @@ def recording_requests(
     answer "skip", so nothing compiles or launches: recording on CPU tensors under the offline
     driver). A hook installed before is asked after ours, unless ``block``."""
 
-    def make(previous):
-        def hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled):
-            jit = fn.jit_function
-            target = jit.device_caches[compile["device"]][2]
-            on_request(
-                RecordedRequest(
-                    module=fn.module,
-                    qualname=fn.name,
-                    source_hash=source_hash(jit),
-                    key=str(key),
-                    specialization=compile["specialization_data"],
-                    target=target_name(target),
-                    autotuned=_autotuning(),
-                )
+    def observe(fn, key, compile):
+        jit = fn.jit_function
+        on_request(
+            RecordedRequest(
+                module=fn.module,
+                qualname=fn.name,
+                source_hash=source_hash(jit),
+                key=str(key),
+                specialization=compile["specialization_data"],
+                target=target_name(jit.device_caches[compile["device"]][2]),
+                autotuned=_autotuning(),
             )
-            if block:
-                return True
-            return bool(previous) and previous(
-                key=key,
-                repr=repr,
-                fn=fn,
-                compile=compile,
-                is_manual_warmup=is_manual_warmup,
-                already_compiled=already_compiled,
-            )
+        )
 
-        return hook
-
-    with _for_a_while(knobs.runtime, "jit_cache_hook", make):
+    with _observing_requests(observe, block=block):
         yield
 
 
