@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Liger-Kernel proof of zero JIT (GPU). Parts:
-#   record OUTDIR            plain Triton on an empty cache over the cover set, recorded
-#                            (OUTDIR/liger.rec), its Triton cache packed (OUTDIR/triton_cache.tar.xz)
+#   record OUTDIR [pack]     plain Triton on an empty cache over the cover set, recorded
+#                            (OUTDIR/liger.rec); with "pack", its Triton cache packed too
+#                            (OUTDIR/triton_cache.tar.xz, for serve's TRITON_TAR)
 #   serve OUTDIR REC CACHE [TRITON_TAR]
 #                            plain Triton over the cover set on an empty cache (Triton's cold
 #                            start; skipped when TRITON_TAR brings its cache); a fresh random
@@ -20,7 +21,7 @@ case $part in
     rm -rf /tmp/liger_tc
     TRITON_CACHE_DIR=/tmp/liger_tc python3 -m qsa_warmup record --out "$out/liger.rec" -- \
       $sweep --cases cover --no-digests --json "$out/record.json"
-    tar -C /tmp -cJf "$out/triton_cache.tar.xz" liger_tc ;;
+    if [ "${1:-}" = pack ]; then tar -C /tmp -cJf "$out/triton_cache.tar.xz" liger_tc; fi ;;
   serve)
     rec=${1:?recording}; cache=${2:?cache}; tar=${3:-}
     rm -rf /tmp/liger_tc
