@@ -40,14 +40,16 @@ BASE_TOKENS = (1, 2, 7, 16, 17, 100, 255, 256, MAX_TOKENS - 1, MAX_TOKENS)
 
 
 def cover_tokens(op: str, sm_count: int) -> list[int]:
-    """Token counts that put the row count (and, for layer norm, ceil(rows / SMs)) in every class
-    Triton specializes an integer on (1, a multiple of 16, neither), in each combination
-    reachable."""
+    """Token counts that put the row count and the rows per program Liger derives from it
+    (ceil(rows / SMs)) in every class Triton specializes an integer on (1, a multiple of 16,
+    neither), in each combination reachable. Layer norm's backward takes the rows per program
+    as a constexpr: for it, every value the envelope reaches."""
+    if op == "layer_norm":
+        per_program_values = range(1, -(-MAX_TOKENS // sm_count) + 1)
+    else:  # a runtime integer: one value of each class
+        per_program_values = (1, 2, 16)
     tokens = set(BASE_TOKENS)
-    if op != "layer_norm":
-        return sorted(tokens)
-    # every rows-per-program value: Liger's layer norm backward takes it as a constexpr
-    for per_program in range(1, -(-MAX_TOKENS // sm_count) + 1):
+    for per_program in per_program_values:
         last = per_program * sm_count
         first = last - sm_count + 1
         aligned = first + (-first) % 16  # the first multiple of 16 in the range
