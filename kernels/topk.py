@@ -329,6 +329,15 @@ def _lower_bound_of(values, need, STEPS: tl.constexpr):
     return low.to(tl.int32)
 
 
+@triton.jit
+def _chunk_bound(values, share, RADIX: tl.constexpr):
+    if RADIX:
+        bound, _ = _kth_largest_radix(values, values == values, share, 3)
+    else:
+        bound = _lower_bound_of(values, share, _BOUND_STEPS)
+    return bound
+
+
 @triton.jit(do_not_specialize=["num_cols", "k"], do_not_specialize_on_alignment=["lengths_ptr"])
 def _split_bound_kernel(
     logits_ptr,
@@ -359,11 +368,9 @@ def _split_bound_kernel(
                 # tight (top keys rarely share a group), for 1/GROUP of the search's work.
                 # Any grouping will do: let the compiler keep each group in one thread.
                 groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
-                keys = tl.max(groups, axis=1)
-            if RADIX:
-                bound, _ = _kth_largest_radix(keys, keys == keys, share, 3)
+                bound = _chunk_bound(tl.max(groups, axis=1), share, RADIX)
             else:
-                bound = _lower_bound_of(keys, share, _BOUND_STEPS)
+                bound = _chunk_bound(keys, share, RADIX)
             tl.store(bounds_ptr + row.to(tl.int64) * tl.num_programs(1) + chunk, bound)
 
 
@@ -419,7 +426,7 @@ def _kth_largest_radix(keys, valid, k, STEPS: tl.constexpr = 4):
     prefix = tl.full((), 0, tl.uint32)
     need = k  # keys still to take among those matching the prefix
     for step in tl.static_range(STEPS):
-        shift: tl.constexpr = 24 - 8 * step
+        shift = 24 - 8 * step
         if step == 0:
             match = valid
         else:
