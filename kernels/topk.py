@@ -89,13 +89,6 @@ class TopkConfig:
     group: int = 1
     # split path: rows finished by a third launch with this many warps (0: by the collect launch)
     finish_warps: int = 0
-    # split path: the chunk bounds from 3 radix digits (256-bin histograms) instead of 16
-    # bisection steps
-    bound_radix: bool = False
-    # split path: how the finishing step finds the k-th largest candidate: "five" (five-way
-    # cuts of the key range, one packed reduction each) or "radix" (8-bit digits, one
-    # 256-bin histogram each: four steps whatever the range)
-    search: str = "five"
 
 
 def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
@@ -124,8 +117,6 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
         configs[f"apart.w{warps}"] = replace(
             fused, finish_warps=warps, collect_warps=fused.num_warps
         )
-    configs["radix"] = replace(dispatched, search="radix")
-    configs["radix.bound"] = replace(dispatched, search="radix", bound_radix=True)
     for chunk in (dispatched.block, 8192, 2048, 1024):
         for warps in (dispatched.num_warps, 4):
             cfg = replace(dispatched, block=chunk, num_warps=warps)
@@ -329,15 +320,6 @@ def _lower_bound_of(values, need, STEPS: tl.constexpr):
     return low.to(tl.int32)
 
 
-@triton.jit
-def _chunk_bound(values, share, RADIX: tl.constexpr):
-    if RADIX:
-        bound, _ = _kth_largest_radix(values, values == values, share, 3)
-    else:
-        bound = _lower_bound_of(values, share, _BOUND_STEPS)
-    return bound
-
-
 @triton.jit(do_not_specialize=["num_cols", "k"], do_not_specialize_on_alignment=["lengths_ptr"])
 def _split_bound_kernel(
     logits_ptr,
@@ -349,7 +331,6 @@ def _split_bound_kernel(
     k,
     CHUNK: tl.constexpr,
     GROUP: tl.constexpr,
-    RADIX: tl.constexpr,  # TopkConfig.bound_radix
 ):
     row = tl.program_id(0)
     chunk = tl.program_id(1)
@@ -368,9 +349,9 @@ def _split_bound_kernel(
                 # tight (top keys rarely share a group), for 1/GROUP of the search's work.
                 # Any grouping will do: let the compiler keep each group in one thread.
                 groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
-                bound = _chunk_bound(tl.max(groups, axis=1), share, RADIX)
+                bound = _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS)
             else:
-                bound = _chunk_bound(keys, share, RADIX)
+                bound = _lower_bound_of(keys, share, _BOUND_STEPS)
             tl.store(bounds_ptr + row.to(tl.int64) * tl.num_programs(1) + chunk, bound)
 
 
@@ -416,33 +397,6 @@ def _split_five_ways(keys, valid, need, low, high):
 
 
 @triton.jit
-def _kth_largest_radix(keys, valid, k, STEPS: tl.constexpr = 4):
-    """(threshold key, ties to take) among the valid keys (at least k of them): the k-th
-    largest key found one 8-bit digit at a time, most significant first, each digit from a
-    256-bin histogram of the keys that match the digits found so far. With fewer than 4 STEPS
-    the threshold is the k-th largest key with its low digits cleared: a lower bound of it."""
-    ukeys = keys.to(tl.uint32, bitcast=True) ^ 0x80000000  # unsigned keys in the same order
-    bins = tl.arange(0, 256)
-    prefix = tl.full((), 0, tl.uint32)
-    need = k  # keys still to take among those matching the prefix
-    for step in tl.static_range(STEPS):
-        shift = 24 - 8 * step
-        if step == 0:
-            match = valid
-        else:
-            match = valid & ((ukeys >> (shift + 8)) == (prefix >> (shift + 8)))
-        digits = ((ukeys >> shift) & 0xFF).to(tl.int32)
-        hist = tl.histogram(digits, 256, mask=match)
-        # keys of each digit or above, among those matching
-        at_least = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist
-        digit = tl.max(tl.where(at_least >= need, bins, 0), axis=0)
-        above = tl.sum(tl.where(bins > digit, hist, 0), axis=0)
-        need = need - above
-        prefix = prefix | (digit.to(tl.uint32) << shift)
-    return (prefix ^ 0x80000000).to(tl.int32, bitcast=True), need
-
-
-@triton.jit
 def _finish_row(
     row_ptr,
     row_cands_ptr,
@@ -452,7 +406,6 @@ def _finish_row(
     low,
     num_cands,
     CANDIDATES: tl.constexpr,
-    RADIX: tl.constexpr,
 ):
     """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
     row's candidate list (every column with key >= low, when it did not overflow; an overflowed
@@ -463,21 +416,17 @@ def _finish_row(
         # written by other programs of this launch: read through L2
         cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
         keys = _load_keys(row_ptr, cols, n)
-        if RADIX:
-            threshold, ties_needed = _kth_largest_radix(keys, in_list, k)
-        else:
-            # the k-th largest key t: count(key >= low) >= k > count(key >= high)
-            high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
-            while high - low > 1:
-                low, high = _split_five_ways(keys, in_list, k, low, high)
-            threshold = low.to(tl.int32)
-            ties_needed = k - tl.sum((in_list & (keys > threshold)).to(tl.int32), axis=0)
+        # the k-th largest key t: count(key >= low) >= k > count(key >= high)
+        high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
+        while high - low > 1:
+            low, high = _split_five_ways(keys, in_list, k, low, high)
+        threshold = low.to(tl.int32)
         above = in_list & (keys > threshold)
         tie = in_list & (keys == threshold)
-        n_above = k - ties_needed
+        n_above = tl.sum(above.to(tl.int32), axis=0)
         tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
         tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
-        tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < ties_needed))
+        tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
     else:  # the list overflowed: the one-program-per-row search, streaming the row
         threshold, ties_needed = _kth_largest_bisect(row_ptr, slots, n, k, CANDIDATES, False)
         _write_selected(row_ptr, out_row_ptr, slots, n, threshold, ties_needed, CANDIDATES, False)
@@ -501,7 +450,6 @@ def _split_collect_kernel(
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
-    RADIX: tl.constexpr,  # the finishing search (TopkConfig.search)
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
     row = tl.program_id(0)
@@ -538,7 +486,6 @@ def _split_collect_kernel(
                     bound,
                     num_cands,
                     CANDIDATES,
-                    RADIX,
                 )
 
 
@@ -560,7 +507,6 @@ def _split_finish_kernel(
     nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
-    RADIX: tl.constexpr,
 ):
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
@@ -578,7 +524,6 @@ def _split_finish_kernel(
             bound,
             num_cands,
             CANDIDATES,
-            RADIX,
         )
 
 
@@ -594,7 +539,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
             _split_bound_kernel,
             grid,
             (logits, lengths, counts, bounds, stride, num_cols, k),
-            dict(CHUNK=cfg.block, GROUP=cfg.group, RADIX=cfg.bound_radix, num_warps=cfg.num_warps),
+            dict(CHUNK=cfg.block, GROUP=cfg.group, num_warps=cfg.num_warps),
         ),
         KernelLaunch(
             _split_collect_kernel,
@@ -604,7 +549,6 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
                 CHUNK=cfg.block,
                 CANDIDATES=cfg.candidates,
                 FINISH=not finish_apart,
-                RADIX=cfg.search == "radix",
                 num_warps=cfg.collect_warps,
             ),
         ),
@@ -630,7 +574,6 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
                 dict(
                     CHUNK=cfg.block,
                     CANDIDATES=cfg.candidates,
-                    RADIX=cfg.search == "radix",
                     num_warps=cfg.finish_warps,
                 ),
             )

@@ -97,14 +97,11 @@ _OVERFLOWING_ROWS = [(256, 1200, 150, True, 64), (512, 1100, 100, False, 64)]
 
 
 @pytest.mark.parametrize(
-    "chunk,width,k,ties,candidates,finish_warps,search",
-    [(*row, 0, "five") for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS]
-    + [(*row, 2, "five") for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS]
-    + [(*row, i % 2 * 2, "radix") for i, row in enumerate(_SMALL_CHUNK_ROWS)],
+    "chunk,width,k,ties,candidates,finish_warps",
+    [(*row, 0) for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS]
+    + [(*row, 2) for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS],
 )
-def test_topk_split_path_small_chunks(
-    device, chunk, width, k, ties, candidates, finish_warps, search
-):
+def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates, finish_warps):
     # the split path's kernels with small chunks: many programs per row, atomics across them,
     # ties at the threshold spread over chunks, k wider than a chunk, rows of length <= k;
     # rows finished by the last collect program of each row, or by a third launch
@@ -127,7 +124,6 @@ def test_topk_split_path_small_chunks(
             candidates=candidates,
             collect_warps=4,
             finish_warps=finish_warps,
-            search=search,
         ),
     )
     assert len(launches) == (3 if finish_warps else 2)
@@ -136,12 +132,8 @@ def test_topk_split_path_small_chunks(
     assert_topk_matches(out, logits, lengths, k)
 
 
-@pytest.mark.parametrize(
-    "group,ties,radix",
-    [(2, False, False), (4, True, False), (8, False, False), (8, True, False)]
-    + [(1, True, True), (8, False, True)],
-)
-def test_topk_split_bound_over_group_maxima(device, group, ties, radix):
+@pytest.mark.parametrize("group,ties", [(2, False), (4, True), (8, False), (8, True)])
+def test_topk_split_bound_over_group_maxima(device, group, ties):
     # rows of 8 full chunks with a small share: the bound searches group maxima; every chunk's
     # bound must still have its share of keys at or above it, and the result stays exact;
     # rows of 2-3 chunks (share too large for the maxima) search every key
@@ -157,17 +149,7 @@ def test_topk_split_bound_over_group_maxima(device, group, ties, radix):
         lengths.to(device),
         k,
         out,
-        config=TopkConfig(
-            "split",
-            chunk,
-            4,
-            0,
-            candidates=1024,
-            collect_warps=4,
-            group=group,
-            bound_radix=radix,
-            search="radix" if radix else "five",
-        ),
+        config=TopkConfig("split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group),
     )
     for launch in launches:
         launch.run()
@@ -183,12 +165,8 @@ def test_topk_split_bound_over_group_maxima(device, group, ties, radix):
             assert at_least >= share, (row, c, at_least, share)
 
 
-@pytest.mark.parametrize(
-    "spread,search",
-    [(s, "five") for s in ("scaled", "outlier", "equal", "negative", "skewed")]
-    + [("scaled", "radix"), ("negative", "radix"), ("outlier", "radix")],
-)
-def test_topk_split_value_ranges(device, spread, search):
+@pytest.mark.parametrize("spread", ["scaled", "outlier", "equal", "negative", "skewed"])
+def test_topk_split_value_ranges(device, spread):
     # the split path's bounds on rows of tiny and huge scales, with outliers, all values equal
     # (every column a candidate: the list overflows), only negative values
     gen = torch.Generator().manual_seed(len(spread))
@@ -213,7 +191,7 @@ def test_topk_split_value_ranges(device, spread, search):
         lengths.to(device),
         k,
         out,
-        config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4, search=search),
+        config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
     ):
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
