@@ -318,16 +318,19 @@ class BoundCache:
         from .planner import build_plan
         from .qsa.planning import plan_source_digest
 
-        if not isinstance(self.config, DeploymentConfig):  # a recording: planned from itself
+        if isinstance(self.config, DeploymentConfig):
+            digest, remote = plan_source_digest(), self.remote
+        elif hasattr(self.config, "plan_digest"):  # a recording: memoized locally only
+            digest, remote = self.config.plan_digest(), None
+        else:  # a family deployment: its binder probes are few
             return self.config.build_plan(self.target, offline=offline)
-        digest = plan_source_digest()
         memo_name = os.path.basename(self.plan_memo_path(self.primary, digest))
         sources = [
             (f.plans_dir, lambda f=f: read_json(self.plan_memo_path(f, digest)))
             for f in self.layers
         ]
-        if self.remote is not None:
-            sources.append(("the shared tier", lambda: self.remote.fetch_plan(memo_name)))
+        if remote is not None:
+            sources.append(("the shared tier", lambda: remote.fetch_plan(memo_name)))
         for where, read in sources:
             memo = read()
             if isinstance(memo, list):
@@ -341,8 +344,8 @@ class BoundCache:
                 return plan
         plan = build_plan(self.config, self.target, offline=offline)
         self._memoize(plan, digest)
-        if self.remote is not None:
-            self.remote.publish_plan(memo_name, plan.to_memo())
+        if remote is not None:
+            remote.publish_plan(memo_name, plan.to_memo())
         return plan
 
     def _memoize(self, plan, digest: str) -> None:

@@ -463,13 +463,22 @@ def prepare_gpu(
     with tc.device_context(device):
         tc.share_launcher_modules()
         tc.prepare_launchers([kernel for _, kernel in ready], jobs or knobs.jobs(), launcher_lock)
-        for spec, kernel in ready:
-            try:
-                tc.init_handles(kernel)
-            except (
-                Exception
-            ) as exc:  # e.g. out of shared memory: the launch would fail the same way
+        kernels = [kernel for _, kernel in ready]
+        threads = load_threads(len(kernels), jobs)
+        for (spec, _), exc in zip(ready, tc.init_handles_all(kernels, device, threads)):
+            if exc is not None:  # e.g. out of shared memory: the launch would fail the same way
                 warn(f"{spec.id}: cannot load on cuda:{device}: {exc}")
+
+
+THREADED_LOAD_FROM = 256  # kernels; a few dozen load in less time than threads take to start
+
+
+def load_threads(kernels: int, jobs: int | None) -> int:
+    """Threads that put binaries on the GPU: the module loads release the GIL, so a large
+    plan (a recording of a whole server) overlaps them."""
+    if kernels < THREADED_LOAD_FROM:
+        return 1
+    return max(1, min(8, jobs or knobs.jobs()))
 
 
 def register_strict(plan: Plan, mode: str, scope: str | None = None) -> None:

@@ -85,6 +85,8 @@ def build_plan(cfg, target: str | None = None, *, offline: bool = True, memo: li
         from .qsa.planning import build_qsa_plan
 
         return build_qsa_plan(cfg, target, offline=offline, memo=memo)
+    if memo is not None:  # a recording's
+        return cfg.build_plan(target, offline=offline, memo=memo)
     return cfg.build_plan(target, offline=offline)
 
 
@@ -155,13 +157,29 @@ def _settle_modules_of(fns) -> None:
     tc.settle_kernel_hashes(list({id(f): f for f in found}.values()))
 
 
-def recording_plan(recording, target: str, *, offline: bool = True, retarget: bool = False) -> Plan:
+def recording_plan(
+    recording,
+    target: str,
+    *,
+    offline: bool = True,
+    retarget: bool = False,
+    memo: list | None = None,
+) -> Plan:
     """The plan of a recording on ``target``: one spec per recorded request (Triton's key and
-    specialization as recorded, the compile hash computed here, under this toolchain)."""
+    specialization as recorded, the compile hash computed here, under this toolchain).
+
+    ``memo``: this plan's :meth:`Plan.to_memo` from an earlier start with the same recording,
+    target, toolchain and planner (``Recording.plan_digest``). Every kernel is still resolved
+    and its source compared with the recorded one; the memo stands for the compile hashes
+    (a third of a warm start of a 1,000-kernel recording). A memo that does not match the
+    requests raises ValueError."""
     from .recording import RecordedLaunch
 
     arch = tc.parse_target(target).arch
     found = _recorded_kernels(recording, target, retarget)
+    if memo is not None:
+        _settle_modules_of([fn for _, fn in found])
+        return Plan(recording, target, _specs_from_memo(found, memo, RecordedLaunch))
     if retarget and any(r.target != target for r, _ in found):
         log.warning(
             "building requests recorded on %s for %s: the code's own launch choices (block "
@@ -193,6 +211,29 @@ def recording_plan(recording, target: str, *, offline: bool = True, retarget: bo
                 )
             )
     return Plan(recording, target, specs)
+
+
+def _specs_from_memo(found: list, memo: list, launch_class) -> list[PlannedSpec]:
+    if len(memo) != len(found):
+        raise ValueError(f"{len(memo)} memoized specs for {len(found)} requests")
+    specs = []
+    for (request, fn), m in zip(found, memo):
+        if m["kernel"] != request.qualname or m["key"] != request.key:
+            raise ValueError(f"memo entry {m['id']} is not {request.qualname} {request.key}")
+        specs.append(
+            PlannedSpec(
+                m["id"],
+                "recorded",
+                request.qualname,
+                launch_class(fn, m["specialization"]),
+                request.key,
+                m["detail"],
+                (),
+                m["compile_hash"],
+                m["specialization"],
+            )
+        )
+    return specs
 
 
 # -- families ------------------------------------------------------------------------------------

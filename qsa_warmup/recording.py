@@ -13,6 +13,7 @@ imported, is refused by name with the fix, never skipped.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -245,10 +246,35 @@ class Recording:
                 f"a {target} GPU, or pass --retarget to build it for {target}",
             )
 
-    def build_plan(self, target: str | None = None, *, offline: bool = True):
+    def build_plan(self, target: str | None = None, *, offline: bool = True, memo=None):
         from .planner import recording_plan
 
-        return recording_plan(self, target or self.target, offline=offline, retarget=self.retarget)
+        return recording_plan(
+            self, target or self.target, offline=offline, retarget=self.retarget, memo=memo
+        )
+
+    def plan_digest(self) -> str:
+        """Identity of what this recording's plan is computed from besides target and
+        toolchain (both in the manifest's name): the requests, ``retarget``, the knobs Triton's
+        binder folds into keys, and the code that plans a recording. Kernel source is compared
+        with the recorded one at every plan, memo or not."""
+        return _planner_digest(
+            f"{self.geometry_hash()}|{self.retarget}|{tc.binding_knobs()}".encode()
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _planner_digest(source: bytes) -> str:
+    h = hashlib.sha256(source)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (
+        __file__,
+        os.path.join(here, "planner.py"),
+        os.path.join(here, "triton_compat", "recorded.py"),
+    ):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
 
 
 def load_recordings(paths, *, retarget: bool = False) -> Recording:
@@ -290,14 +316,19 @@ class RecordedLaunch:
     def __init__(self, fn, specialization: str):
         self.kernel = fn
         self.specialization = specialization
-        data = json.loads(specialization)
-        names = fn.arg_names
+
+    @functools.cached_property
+    def options(self) -> dict:
+        """Constexprs, warps and stages by name (for explain and the build report): decoded
+        when first asked, as a warm start never asks."""
+        data = json.loads(self.specialization)
+        names = self.kernel.arg_names
         constants = {
             (names[k[0]] if len(k) == 1 and k[0] < len(names) else str(k)): v
             for k, v in zip(map(tuple, data["constant_keys"]), data["constant_vals"])
         }
-        opts = tc.recorded_options(specialization)
-        self.options = {
+        opts = tc.recorded_options(self.specialization)
+        return {
             **constants,
             "num_warps": opts.get("num_warps", 4),
             "num_stages": opts.get("num_stages", 3),
@@ -308,7 +339,8 @@ class RecordedLaunch:
         return self.kernel.fn.__name__
 
     def warmup(self):
-        return tc.preload_recorded(self.kernel, self.specialization)
+        # a memoized plan may come from another host: its library paths are localized here
+        return tc.preload_recorded(self.kernel, tc.localized_specialization(self.specialization))
 
 
 def plan_source_from_dict(data: dict, *, source: str = "config"):

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _state = {"mode": "off", "scope": "planned"}
-_planned: dict[str, dict[str, tuple[dict, int]]] = {}  # kernel -> spec id -> (constants, num_warps)
+_planned: dict[str, dict[str, object]] = {}  # kernel -> spec id -> launch (for closest_planned)
 _planned_packages: set[str] = set()  # top-level packages of every warmed spec's kernel
 _local = threading.local()
 
@@ -69,15 +69,14 @@ def strict_scope() -> str:
 def register_plan(plan) -> None:
     """Add a warmed plan's variants to the process's union."""
     with _lock:
-        for spec in plan.specs:
-            consts = {
-                k: v for k, v in spec.launch.options.items() if k not in ("num_warps", "num_stages")
-            }
+        for spec in plan.specs:  # the launches' options are decoded only if a refusal asks
             _planned_packages.add(spec.launch.kernel.module.split(".")[0])
-            _planned.setdefault(spec.kernel, {})[spec.id] = (
-                json.loads(json.dumps(consts, default=str)),
-                spec.launch.options.get("num_warps", 4),
-            )
+            _planned.setdefault(spec.kernel, {})[spec.id] = spec.launch
+
+
+def _constants_and_warps(launch) -> tuple[dict, int]:
+    consts = {k: v for k, v in launch.options.items() if k not in ("num_warps", "num_stages")}
+    return json.loads(json.dumps(consts, default=str)), launch.options.get("num_warps", 4)
 
 
 def warming_here() -> bool:
@@ -104,7 +103,7 @@ def closest_planned(variant) -> str | None:
     want = json.loads(variant.constants)
 
     def distance(item):
-        _, (consts, warps) = item
+        consts, warps = _constants_and_warps(item[1])
         return sum(want.get(k) != v for k, v in consts.items()) + (warps != variant.num_warps)
 
     return min(planned.items(), key=distance)[0]

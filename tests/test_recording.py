@@ -355,3 +355,36 @@ def test_strict_scope_planned_covers_the_recorded_package_and_all_covers_any(toy
         env=env,
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) is refused
+
+
+def test_recording_plan_memo_stands_for_compile_hashes_and_stale_source_is_still_refused(toy):
+    rec, cache, env = toy / "rec.jsonl", toy / "cache", _env(toy)
+    cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)
+    (memo,) = [name for name in os.listdir(cache / "plans") if name.startswith("rec")]
+    # a warm start plans from the memo: computing a compile hash here fails the warmup
+    warm = f"""
+        import json, qsa_warmup
+        from qsa_warmup import triton_compat as tc
+
+        def refuse(*args):
+            raise AssertionError("compile hash computed, memo not used")
+
+        tc.recorded_compile_hash = refuse
+        report = qsa_warmup.warmup(recordings={str(rec)!r}, target="sm_90",
+                                   cache_dir={str(cache)!r}, strict="error")
+        print(json.dumps(dict(loaded=report.loaded, compiled=report.compiled)))
+        """
+    out = python(warm, env=env)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"loaded": 4, "compiled": 0}
+    # a memo that does not match the requests is ignored (planned afresh, then rewritten)
+    entries = json.loads((cache / "plans" / memo).read_text())
+    (cache / "plans" / memo).write_text(json.dumps(entries[:-1]))
+    p = cli("prebuild", "--recording", rec, "--cache-dir", cache, env=env)
+    assert p.returncode == 0, p.stderr
+    again = json.loads((cache / "plans" / memo).read_text())
+    assert again == entries
+    # with the memo in place, an edited kernel is refused by name all the same
+    source = (toy / "toy_kernels.py").read_text()
+    (toy / "toy_kernels.py").write_text(source.replace("+ 1, mask=mask)", "+ 2, mask=mask)"))
+    p = cli("prebuild", "--recording", rec, "--cache-dir", cache, env=env)
+    assert p.returncode == 2 and "toy_kernels.toy_add_kernel" in p.stderr, p.stderr
