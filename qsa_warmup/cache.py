@@ -23,6 +23,7 @@ qsa writes goes through :func:`._fs.atomic_write` (readable by anyone who can re
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -503,7 +504,100 @@ class BoundCache:
         }
         atomic_write_json(self.entry_path(folder, spec.id), entry)
         self.built.append(spec.id)
+        if self.remote is not None:  # inside build_turn: published before its lock is let go
+            self.remote.publish(spec, entry, entry_dir)
         return entry
+
+    # -- the shared tier: the layer behind the folders ------------------------------------------
+    # What a folder lacks is asked of the tier, verified and kept in the write folder; what is
+    # compiled here is published to it. Callers use these methods, never the client itself.
+    def fill_from_tier(self, specs) -> set[str]:
+        """Ids of ``specs`` the shared tier held, now fetched into the write folder (verified;
+        two round trips for any number). Nothing without a tier or a write folder; a tier
+        signed by another fleet's key is dropped from this cache, so nothing is published
+        there either (:meth:`tier_problems` says so)."""
+        tier = self.remote
+        if tier is None or not specs or self.write_folder is None:
+            return set()
+        fetched = {spec.id for spec in tier.fetch(self, list(specs))}
+        if tier.key_mismatch:
+            self.remote = None
+            self._dropped_tier = tier
+        return fetched
+
+    @contextlib.contextmanager
+    def build_turn(self, spec, wait: float):
+        """Around one compile of ``spec`` (under its local lock): yields True when another host
+        built it meanwhile (now fetched here), else False, holding the tier's lock for it, if
+        any, until :meth:`record` has published the build."""
+        if self.remote is None:
+            yield False
+            return
+        with self.remote.compile_turn(self, spec, wait) as fetched:
+            if not fetched:
+                self.remote.missed()
+            yield fetched
+
+    def tier_problems(self) -> list[str]:
+        """What the tier did wrong so far (down, slow, bad bytes, another fleet's key), each once,
+        prefixed with the tier's name."""
+        tier = self.remote or getattr(self, "_dropped_tier", None)
+        if tier is None:
+            return []
+        said = [f"shared tier {tier.settings.display}: {m}" for m in tier.problems]
+        if tier.key_mismatch:
+            said.append(f"shared tier {tier.settings.display} not used: {tier.key_mismatch}")
+        return said
+
+    def tier_counters(self) -> dict:
+        """The tier's counters in this process (hits, misses, bytes, ...); {} without one."""
+        import dataclasses
+
+        return dataclasses.asdict(self.remote.stats) if self.remote is not None else {}
+
+    def tier_url_for_builds(self) -> str | None:
+        """The tier's URL for a build in another process, unless this process found it down
+        (too slow for a start is still fine for a build)."""
+        tier = self.remote
+        return tier.settings.as_url() if tier is not None and tier.usable_for_builds else None
+
+    def tier_key_problem(self) -> str | None:
+        """Why the tier's fleet key does not fit this process's (asks the tier), else None."""
+        return self.remote.key_problem() if self.remote is not None else None
+
+    def tier_bad(self) -> dict:
+        """Spec id -> why the tier's copy failed verification here (not fetched again)."""
+        return self.remote.bad if self.remote is not None else {}
+
+    def mark_tier_bad(self, bad: dict) -> None:
+        if self.remote is not None:
+            self.remote.bad.update(bad)
+
+    def add_tier_counts(self, counters: dict, problems=()) -> None:
+        """Fold another process's tier counters and problems (a build worker's, a child
+        prebuild's) into this one's."""
+        import dataclasses
+
+        tier = self.remote
+        if tier is None:
+            return
+        fields = set(dataclasses.asdict(tier.stats))
+        tier.stats.add({k: v for k, v in counters.items() if k in fields})
+        tier.problems += [p for p in problems if p not in tier.problems]
+
+    def tier_report(self, *, with_problems: bool = False) -> dict | None:
+        """The tier's URL, mode and counters (and problems) for a report; None without one."""
+        tier = self.remote
+        if tier is None:
+            return None
+        report = {
+            "url": tier.settings.display,
+            "readonly": tier.settings.readonly,
+            **self.tier_counters(),
+        }
+        if with_problems:
+            report["problems"] = list(tier.problems)
+        return report
 
     def purge(self, lookup: Lookup, folder: CacheFolder) -> None:
         """Remove the Triton files a damaged entry names (group file first: Triton treats a

@@ -10,12 +10,10 @@ under the target's driver, so the keys are the GPU server's.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
 import functools
 import json
 import logging
 import multiprocessing
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -75,18 +73,14 @@ def build_spec(
     and compile only if no process (on this host or, through the tier's lock, on another) has
     built it."""
     start = time.perf_counter()
-    remote = cache.remote
-    before = dataclasses.asdict(remote.stats) if remote else {}
-    said = len(remote.problems) if remote else 0
+    before, said = cache.tier_counters(), len(cache.tier_problems())
     repaired = False
 
     def result(outcome: str) -> SpecResult:
-        delta, problems = {}, []
-        if remote:
-            after = dataclasses.asdict(remote.stats)
-            delta = {k: v - before[k] for k, v in after.items() if v != before[k]}
-            problems = remote.problems[said:]
+        after = cache.tier_counters()
+        delta = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
         seconds = time.perf_counter() - start
+        problems = cache.tier_problems()[said:]
         return SpecResult(spec.id, outcome, seconds, "", delta, problems, repaired)
 
     if cache.lookup(spec).ok:
@@ -99,19 +93,12 @@ def build_spec(
             log.warning("%s: %s; rebuilding", spec.id, found.reason)
             cache.purge(found, cache.write_folder)
             repaired = True
-        if remote is None:
-            _compile(cache, spec)
-            return result("compiled")
-        if fetch and remote.fetch(cache, [spec]) and cache.lookup(spec).ok:
+        if fetch and cache.fill_from_tier([spec]) and cache.lookup(spec).ok:
             return result("fetched")
-        with remote.compile_turn(cache, spec, lock_timeout) as fetched:
+        with cache.build_turn(spec, lock_timeout) as fetched:
             if fetched and cache.lookup(spec).ok:
                 return result("fetched")
-            remote.missed()
-            entry = _compile(cache, spec)
-            remote.publish(
-                spec, entry, os.path.join(cache.write_folder.triton_dir, entry["folder"])
-            )
+            _compile(cache, spec)
         return result("compiled")
 
 
@@ -163,8 +150,7 @@ def _worker_build(
 ) -> SpecResult:
     try:
         cache, by_id = _worker_cache(cfg_json, target, root, remote_url)
-        if cache.remote is not None:
-            cache.remote.bad.update(known_bad)  # found bad by the parent: counted there
+        cache.mark_tier_bad(known_bad)  # found bad by the parent: counted there
         return build_spec(cache, by_id[spec_id], lock_timeout, fetch=False)
     except Exception as exc:  # reported per spec by the parent; the traceback only when verbose
         log.info("building %s failed", spec_id, exc_info=True)
@@ -202,8 +188,7 @@ def _run_pool(
     root = cache.write_folder.root
     # a tier this process found down (not merely too slow for a start) is not tried again by
     # each worker
-    remote = cache.remote if cache.remote and cache.remote.usable_for_builds else None
-    remote_url = remote.settings.as_url() if remote else None
+    remote_url = cache.tier_url_for_builds()
     with cf.ProcessPoolExecutor(
         jobs,
         mp_context=_pool_context(),
@@ -219,7 +204,7 @@ def _run_pool(
                 remote_url,
                 sid,
                 lock_timeout,
-                remote.bad if remote else {},
+                cache.tier_bad() if remote_url else {},
             )
             for sid in todo
         ]
@@ -253,10 +238,9 @@ def prebuild(
     Raises CacheError when something needs building and no layer is writable."""
     with in_use(cache.primary):  # gc waits until the build is done
         start = time.perf_counter()
-        if cache.remote is not None:
-            problem = cache.remote.key_problem()
-            if problem:
-                raise ConfigError(knobs.REMOTE_KEY_ENV, problem)
+        problem = cache.tier_key_problem()
+        if problem:
+            raise ConfigError(knobs.REMOTE_KEY_ENV, problem)
         plan = plan or cache.plan(
             offline=True
         )  # memoized: a server starting on this cache skips planning
@@ -274,7 +258,7 @@ def prebuild(
                 done(SpecResult(spec.id, "cached"))
             else:
                 todo.append(spec.id)
-        if todo and fetch_first and cache.remote is not None and cache.write_folder is not None:
+        if todo and fetch_first and cache.write_folder is not None:
             todo = _fetch_first(cache, plan, todo, done)
         if todo and cache.write_folder is None:
             raise CacheError(
@@ -319,7 +303,7 @@ def prebuild(
             fingerprint=cache.fingerprint.parts,
             unloadable=unloadable,
             results=results,
-            remote=_remote_summary(cache.remote, results),
+            remote=_remote_summary(cache, results),
         )
 
 
@@ -329,27 +313,19 @@ def _fetch_first(cache: BoundCache, plan: Plan, todo: list[str], done) -> list[s
     by_id = plan.by_id()
     start = time.perf_counter()
     with held_lock(cache.write_folder.lock_path("remote-fetch"), 60):
-        fetched = {s.id for s in cache.remote.fetch(cache, [by_id[sid] for sid in todo])}
+        fetched = cache.fill_from_tier([by_id[sid] for sid in todo])
     for sid in todo:
         if sid in fetched and cache.lookup(by_id[sid]).ok:
             done(SpecResult(sid, "fetched", time.perf_counter() - start))
     return [sid for sid in todo if sid not in fetched]
 
 
-def _remote_summary(remote, results: list[SpecResult]) -> dict | None:
+def _remote_summary(cache: BoundCache, results: list[SpecResult]) -> dict | None:
     """The tier's counters of this build, the workers' folded into this process's first (so
     that the bound cache's counters are the whole build's, whoever reads them)."""
-    if remote is None:
-        return None
     for r in results:
-        remote.stats.add(r.remote)
-        remote.problems += [p for p in r.remote_problems if p not in remote.problems]
-    return {
-        "url": remote.settings.display,
-        "readonly": remote.settings.readonly,
-        **dataclasses.asdict(remote.stats),
-        "problems": list(remote.problems),
-    }
+        cache.add_tier_counts(r.remote, r.remote_problems)
+    return cache.tier_report(with_problems=True)
 
 
 def check_plan(cache: BoundCache, plan: Plan | None = None) -> list[Lookup]:

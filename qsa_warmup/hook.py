@@ -26,7 +26,6 @@ folders and devices.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -227,14 +226,8 @@ def bind(cfg, target, primary, overlay, remote_url: str | None, warn) -> BoundCa
 def fetch_remote(cache: BoundCache, todo: list, found: dict, warn) -> list:
     """Fetch what the shared tier holds of ``todo`` ((spec, lookup) pairs) into the cache,
     verified; the pairs still to build."""
-    remote = cache.remote
-    if remote is None or not todo or cache.write_folder is None:
-        return todo
-    fetched = {spec.id for spec in remote.fetch(cache, [spec for spec, _ in todo])}
-    warn.extend(f"shared tier {remote.settings.display}: {m}" for m in remote.problems)
-    if remote.key_mismatch:  # another fleet's tier: its builds must not publish there either
-        warn(f"shared tier {remote.settings.display} not used: {remote.key_mismatch}")
-        cache.remote = None
+    fetched = cache.fill_from_tier([spec for spec, _ in todo])
+    warn.extend(cache.tier_problems())
     left = []
     for spec, result in todo:
         again = cache.lookup(spec) if spec.id in fetched else result
@@ -334,8 +327,8 @@ def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> dict
             cmd += ["--jobs", str(jobs)]
         if timeout is not None:
             cmd += ["--lock-timeout", str(timeout)]
-        if cache.remote is not None and cache.remote.usable_for_builds:
-            cmd += ["--remote", cache.remote.settings.as_url()]
+        if cache.tier_url_for_builds():
+            cmd += ["--remote", cache.tier_url_for_builds()]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if not proc.stdout.strip():
             raise OSError(f"prebuild child exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
@@ -377,8 +370,9 @@ def rebuild(
             )
             report = {**report.__dict__, "results": [r.__dict__ for r in report.results]}
         compiled, failed = report["compiled"], report["failed"]
-        if child and cache.remote is not None:
-            _merge_remote(cache, report)
+        if child:  # an in-process build counted into the bound cache's own
+            theirs = report.get("remote") or {}
+            cache.add_tier_counts(theirs, theirs.get("problems", []))
         if failed:
             warn(f"{failed} specs failed to build in the pool; compiling them in-process")
     except OSError as exc:
@@ -388,30 +382,6 @@ def rebuild(
         if result.ok:
             found[spec.id] = result
     return compiled
-
-
-def _remote_report(cache: BoundCache) -> dict | None:
-    remote = cache.remote
-    if remote is None:
-        return None
-    return {
-        "url": remote.settings.display,
-        "readonly": remote.settings.readonly,
-        **dataclasses.asdict(remote.stats),
-    }
-
-
-def _merge_remote(cache: BoundCache, report: dict) -> None:
-    """Add a child build's shared-tier counters to this process's (an in-process build
-    counts into the bound cache's own)."""
-    from .remote import RemoteStats
-
-    remote, theirs = cache.remote, report.get("remote") or {}
-    fields = set(dataclasses.asdict(RemoteStats()))
-    remote.stats.add({k: v for k, v in theirs.items() if k in fields})
-    for message in theirs.get("problems", []):
-        if message not in remote.problems:
-            remote.problems.append(message)
 
 
 def load(plan: Plan, found: dict, offline_target, device, warn) -> tuple[list, int, int]:
@@ -655,8 +625,8 @@ def _warm_source(
         strict=strict,
         rebuilt=[(spec.id, _describe(result)) for spec, result in todo],
         warnings=list(warn),
-        fetched=cache.remote.stats.hits if cache.remote else 0,
-        remote=_remote_report(cache),
+        fetched=cache.tier_counters().get("hits", 0),
+        remote=cache.tier_report(),
     )
     with _lock:
         _warmed[(cfg.geometry_hash(), target, device, primary.root)] = report
