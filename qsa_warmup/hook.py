@@ -5,14 +5,18 @@ in-memory caches, compiling only what is truly missing, and an optional strict n
 
 1. ``open_layers``: the cache folder, an overlay where it is read-only, the toolchain memo;
 2. ``resolve_target``: the local GPU's target, or the named one to build for offline;
-   then ``bind``: the cache bound (:class:`BoundCache`, with the shared tier if one is
-   named), and the plan read from its memo;
-3. ``verify``: every spec looked up; an entry whose checksums fail is never loaded;
-4. ``fetch_remote``: what the shared tier holds of the rest, fetched, verified, kept locally;
+   then ``bind``: the store bound (:class:`BoundCache`: the folder layers, and the shared
+   tier behind them if one is named), and the plan read from its memo (a QSA config's or a
+   recording's; a family deployment is planned afresh);
+3. ``verify``: every spec looked up in the folder layers; an entry whose checksums fail is
+   never loaded;
+4. ``fetch_remote``: the store's last layer, the shared tier, asked for the rest
+   (``BoundCache.fill_from_tier``: fetched, verified, kept locally);
 5. ``rebuild``: what is still missing, damaged or stale, compiled over a process pool (once
    across the processes, and through the tier's locks the hosts, starting together);
 6. ``load``: every spec into Triton's in-memory cache, from the verified bytes;
-7. ``prepare_gpu``: C launchers built at once, binaries put on the GPU;
+7. ``prepare_gpu``: C launchers built at once, binaries put on the GPU (in threads for a
+   large plan);
 8. ``register_strict``: the plan joins the process's strict-mode union.
 
 Fault handling: a read-only cache is read, and anything missing compiles into the user's
