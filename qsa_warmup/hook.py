@@ -64,6 +64,7 @@ __all__ = [
     "rebuild",
     "load",
     "prepare_gpu",
+    "load_threads",
     "register_strict",
 ]
 
