@@ -272,8 +272,10 @@ class BoundCache:
         self.primary = primary if isinstance(primary, CacheFolder) else CacheFolder(primary)
         self.overlay = overlay
         self.fingerprint = fingerprint or Fingerprint.current(target)
-        # the shared tier (remote.RemoteTier), for the toolchain this object is bound to
+        # the shared tier (remote.RemoteTier), for the toolchain this object is bound to; a
+        # tier dropped for another fleet's key is kept aside only to report why
         self.remote = None
+        self._dropped_tier = None
         if remote_url:
             from . import knobs
             from .remote import open_remote
@@ -541,7 +543,7 @@ class BoundCache:
     def tier_problems(self) -> list[str]:
         """What the tier did wrong so far (down, slow, bad bytes, another fleet's key), each once,
         prefixed with the tier's name."""
-        tier = self.remote or getattr(self, "_dropped_tier", None)
+        tier = self.remote or self._dropped_tier
         if tier is None:
             return []
         said = [f"shared tier {tier.settings.display}: {m}" for m in tier.problems]

@@ -231,6 +231,8 @@ def bind(cfg, target, primary, overlay, remote_url: str | None, warn) -> BoundCa
 def fetch_remote(cache: BoundCache, todo: list, found: dict, warn) -> list:
     """Fetch what the shared tier holds of ``todo`` ((spec, lookup) pairs) into the cache,
     verified; the pairs still to build."""
+    if not todo or cache.write_folder is None:  # nothing asked: nothing to say of the tier
+        return todo
     fetched = cache.fill_from_tier([spec for spec, _ in todo])
     warn.extend(cache.tier_problems())
     left = []
@@ -332,8 +334,9 @@ def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> dict
             cmd += ["--jobs", str(jobs)]
         if timeout is not None:
             cmd += ["--lock-timeout", str(timeout)]
-        if cache.tier_url_for_builds():
-            cmd += ["--remote", cache.tier_url_for_builds()]
+        tier_url = cache.tier_url_for_builds()
+        if tier_url:
+            cmd += ["--remote", tier_url]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if not proc.stdout.strip():
             raise OSError(f"prebuild child exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
