@@ -15,8 +15,7 @@ in-memory caches, compiling only what is truly missing, and an optional strict n
 5. ``rebuild``: what is still missing, damaged or stale, compiled over a process pool (once
    across the processes, and through the tier's locks the hosts, starting together);
 6. ``load``: every spec into Triton's in-memory cache, from the verified bytes;
-7. ``prepare_gpu``: C launchers built at once, binaries put on the GPU (in threads for a
-   large plan);
+7. ``prepare_gpu``: C launchers built at once, binaries put on the GPU;
 8. ``register_strict``: the plan joins the process's strict-mode union.
 
 Fault handling: a read-only cache is read, and anything missing compiles into the user's
@@ -64,7 +63,6 @@ __all__ = [
     "rebuild",
     "load",
     "prepare_gpu",
-    "load_threads",
     "register_strict",
 ]
 
@@ -441,22 +439,11 @@ def prepare_gpu(
     with tc.device_context(device):
         tc.share_launcher_modules()
         tc.prepare_launchers([kernel for _, kernel in ready], jobs or knobs.jobs(), launcher_lock)
-        kernels = [kernel for _, kernel in ready]
-        threads = load_threads(len(kernels), jobs)
-        for (spec, _), exc in zip(ready, tc.init_handles_all(kernels, device, threads)):
-            if exc is not None:  # e.g. out of shared memory: the launch would fail the same way
+        for spec, kernel in ready:
+            try:
+                tc.init_handles(kernel)
+            except Exception as exc:  # e.g. out of shared memory: the launch fails the same way
                 warn(f"{spec.id}: cannot load on cuda:{device}: {exc}")
-
-
-THREADED_LOAD_FROM = 256  # kernels; a few dozen load in less time than threads take to start
-
-
-def load_threads(kernels: int, jobs: int | None) -> int:
-    """Threads that put binaries on the GPU: the module loads release the GIL, so a large
-    plan (a recording of a whole server) overlaps them."""
-    if kernels < THREADED_LOAD_FROM:
-        return 1
-    return max(1, min(8, jobs or knobs.jobs()))
 
 
 def register_strict(plan: Plan, mode: str, scope: str | None = None) -> None:

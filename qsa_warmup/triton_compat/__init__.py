@@ -43,7 +43,7 @@ from .hooks import (
     forced_compile,
     install_jit_cache_hook,
 )
-from .launchers import init_handles, init_handles_all, prepare_launchers, share_launcher_modules
+from .launchers import init_handles, prepare_launchers, share_launcher_modules
 from .loader import (
     CompiledInfo,
     LaunchBinding,
@@ -151,7 +151,6 @@ __all__ = [
     "toolchain_parts",
     # C launchers
     "init_handles",
-    "init_handles_all",
     "prepare_launchers",
     "share_launcher_modules",
 ]

@@ -15,7 +15,6 @@ __all__ = [
     "share_launcher_modules",
     "prepare_launchers",
     "init_handles",
-    "init_handles_all",
     "launcher_in_file_cache",
 ]
 
@@ -143,23 +142,3 @@ def prepare_launchers(
 def init_handles(kernel) -> None:
     """Load the compiled binary onto the current GPU now, not at the first launch."""
     kernel._init_handles()
-
-
-def init_handles_all(kernels: list, device: int | None, threads: int = 1) -> list:
-    """:func:`init_handles` for each kernel on ``device``, in up to ``threads`` threads
-    (``cuModuleLoadData`` runs with the GIL released); the exception each raised, or None,
-    in order. Each thread selects the device itself: the current device is per thread."""
-    from .targets import device_context
-
-    def one(kernel):
-        try:
-            with device_context(device):
-                kernel._init_handles()
-        except Exception as exc:  # reported per kernel by the caller
-            return exc
-        return None
-
-    if threads <= 1:
-        return [one(kernel) for kernel in kernels]
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(one, kernels))
