@@ -19,6 +19,10 @@ Never taken: under the interpreter, with a launch enter/exit hook or a kernel pr
 global the kernel read has not been reassigned since it compiled (the kernels here read module
 constants only).
 
+An op call whose arguments' metadata and scalars match a call already checked replays that
+call's bound launches (:class:`PreparedCall`, below): no argument checks, launch choices or
+fast keys again.
+
 This module and :mod:`kernels._launch` are the only places in ``kernels/`` that know how
 Triton's runtime launches (written against Triton 3.6).
 """
@@ -35,7 +39,16 @@ from triton.knobs import HookChain
 from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
 
-__all__ = ["launch", "triton_launches_only", "fast_launch_stats", "forget_fast_launches"]
+__all__ = [
+    "launch",
+    "triton_launches_only",
+    "fast_launch_stats",
+    "forget_fast_launches",
+    "PreparedCall",
+    "prepare_call",
+    "prepared_generation",
+    "remember_prepared",
+]
 
 
 class _Bound(NamedTuple):
@@ -50,7 +63,7 @@ class _Bound(NamedTuple):
 
 _bound: dict[tuple, _Bound] = {}
 _local = threading.local()
-_stats = {"fast": 0, "triton": 0}
+_stats = {"fast": 0, "triton": 0, "prepared": 0}
 
 _I32_MIN, _I32_MAX, _U64_MIN = -(2**31), 2**31 - 1, 2**63
 
@@ -193,10 +206,137 @@ def triton_launches_only() -> Iterator[None]:
 
 
 def fast_launch_stats() -> dict[str, int]:
-    """Launches taken on the fast path and through Triton since the process started."""
+    """Since the process started: launches taken on the fast path (``fast``) and through
+    Triton (``triton``), and op calls replayed from a prepared call (``prepared``, their
+    launches counted in neither)."""
     return dict(_stats)
 
 
 def forget_fast_launches() -> None:
-    """Drop every remembered kernel (the next launch of each goes through Triton again)."""
+    """Drop every remembered kernel (the next launch of each goes through Triton again) and
+    every prepared op call."""
     _bound.clear()
+    _prepared_generation[0] += 1
+
+
+# -- prepared op calls ---------------------------------------------------------------------
+# An op's eager call checks its arguments, chooses its launches and builds each launch's fast
+# key: all of it a function of its arguments' metadata (class, dtype, shape, strides, device,
+# 16-byte alignment) and its scalar arguments. An op keeps, per such key, the launches one
+# checked call made (a PreparedCall): a later call with the same key has passed the same
+# checks and chooses the same launches, so it only rebuilds their argument tuples from its
+# tensors and calls the bound launchers. Anything a key cannot vouch for is checked on every
+# call: the tensors the op allocates itself (alignment), the current device, the two knobs in
+# Triton's key, launch hooks, and that Triton still holds each bound kernel; any doubt sends
+# the call down the op's checked path, which prepares it again.
+_prepared_generation = [0]
+
+
+def prepared_generation() -> int:
+    """Changes whenever prepared calls must be dropped (part of every op call's key)."""
+    return _prepared_generation[0]
+
+
+class _Step(NamedTuple):
+    kernel: Any
+    grid: tuple  # always three
+    args: tuple  # constants, and None where a tensor of the call goes
+    slots: tuple  # (argument position, index into the call's tensors)
+    bound: _Bound
+
+
+class PreparedCall:
+    """The launches of one checked op call, replayable with another call's tensors (those of
+    the same key, then the ones the op allocated, in the order given at preparation)."""
+
+    __slots__ = ("_steps", "_device", "_knobs", "_fresh", "_generation")
+
+    def __init__(self, steps, device, knob_state, fresh, generation):
+        self._steps = steps
+        self._device = device
+        self._knobs = knob_state
+        self._fresh = fresh
+        self._generation = generation
+
+    def run(self, tensors: tuple) -> bool:
+        """Launch with ``tensors``; False, having launched nothing, when the call must go the
+        checked way instead."""
+        if self._generation != _prepared_generation[0] or getattr(_local, "triton_only", False):
+            return False
+        for index in self._fresh:
+            if tensors[index].data_ptr() % 16:
+                return False
+        active = driver.active
+        device = active.get_current_device()
+        if device != self._device or _knob_state() != self._knobs:
+            return False
+        for step in self._steps:
+            caches = step.kernel.device_caches.get(device)
+            if (
+                caches is None
+                or caches[0].get(step.bound.triton_key) is not step.bound.compiled
+                or _fast_path_off(step.kernel)
+            ):
+                return False
+        stream = active.get_current_stream(device)
+        for step in self._steps:
+            args = list(step.args)
+            for position, index in step.slots:
+                args[position] = tensors[index]
+            bound = step.bound
+            bound.launch(*step.grid, stream, *bound.prefix, *args, *bound.constexpr_tail)
+        _stats["prepared"] += 1
+        return True
+
+
+_MAX_PREPARED = 256  # per op: a deployment reaches a few geometries
+
+
+def remember_prepared(calls: dict, key, value) -> None:
+    """Keep ``value`` under ``key`` in an op's prepared calls; an op that sees an endless
+    stream of new geometries starts its dict over rather than growing it."""
+    if len(calls) >= _MAX_PREPARED:
+        calls.clear()
+    calls[key] = value
+
+
+def _knob_state() -> tuple:
+    return (knobs.runtime.debug, knobs.compilation.instrumentation_mode)
+
+
+def prepare_call(launches, tensors: tuple, fresh: tuple = ()) -> PreparedCall | None:
+    """A PreparedCall replaying ``launches`` (each with ``kernel``, ``grid``, ``args`` and
+    ``options``, every one already launched on the fast path) with the tensors of a later
+    call; ``fresh`` indexes the tensors the op allocates per call. None when a launch is not
+    bound or takes a tensor that is not among ``tensors``."""
+    if any(_fast_path_off(item.kernel) for item in launches):
+        return None  # the interpreter's kernels among them: no driver to ask either
+    if any(tensors[index].data_ptr() % 16 for index in fresh):
+        return None  # its launches were bound for an alignment the replay would not check
+    generation = _prepared_generation[0]
+    active = driver.active
+    device = active.get_current_device()
+    steps = []
+    for item in launches:
+        kernel, grid, args, options = item.kernel, item.grid, item.args, item.options
+        if 0 in grid:  # launches nothing
+            continue
+        try:
+            bound = _bound.get(_fast_key(kernel, device, args, options))
+        except _NotFast:
+            return None
+        if bound is None:
+            return None
+        slots, constants = [], []
+        for position, arg in enumerate(args):
+            if arg.__class__ is torch.Tensor:
+                index = next((i for i, t in enumerate(tensors) if t is arg), None)
+                if index is None:
+                    return None
+                slots.append((position, index))
+                constants.append(None)
+            else:
+                constants.append(arg)
+        grid3 = (tuple(grid) + (1, 1))[:3]
+        steps.append(_Step(kernel, grid3, tuple(constants), tuple(slots), bound))
+    return PreparedCall(tuple(steps), device, _knob_state(), tuple(fresh), generation)

@@ -29,6 +29,7 @@ __all__ = [
     "next_power_of_2",
     "device_arch",
     "assume_arch",
+    "call_key",
 ]
 
 
@@ -57,6 +58,22 @@ def assume_arch(arch: int | None) -> Iterator[None]:
         yield
     finally:
         _assumed_arch.reset(token)
+
+
+def call_key(tensors: tuple, scalars: tuple) -> tuple | None:
+    """What an op's argument checks and launch choices depend on: each tensor's class, dtype,
+    shape, strides, device and 16-byte alignment, each scalar's type and value, and the arch
+    assumed for launch decisions. None when a tensor is not a plain ``torch.Tensor`` (a
+    subclass, a planner's stand-in): such calls are never prepared
+    (:class:`kernels._fast_launch.PreparedCall`)."""
+    parts = [_fast_launch.prepared_generation(), _assumed_arch.get()]
+    for x in tensors:
+        if x.__class__ is not torch.Tensor:
+            return None
+        parts.append((x.dtype, x.shape, x.stride(), x.device, x.data_ptr() % 16 == 0))
+    for value in scalars:
+        parts.append((value.__class__, value))
+    return tuple(parts)
 
 
 def device_arch(tensor) -> int | None:

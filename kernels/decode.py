@@ -31,7 +31,8 @@ from ._checks import (
     check_tensor,
     check_topk_geometry,
 )
-from ._launch import KernelLaunch, cdiv, interpreting, next_power_of_2
+from ._fast_launch import prepare_call, remember_prepared
+from ._launch import KernelLaunch, call_key, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import checked_topk_launches
 
@@ -325,6 +326,10 @@ def qsa_paged_decode_scores(q, k_cache, page_table, visible_blocks, decode_query
     return logits
 
 
+# checked calls by call_key, replayed without their checks and launch choices
+_prepared_selects: dict = {}
+
+
 def qsa_select_paged_decode(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -343,15 +348,29 @@ def qsa_select_paged_decode(
     per row, the indices of the top-scoring visible blocks (any order), -1 padded when fewer
     blocks are visible. No host-device synchronization: safe to capture in a CUDA graph.
     """
+    tensors = (q, k_cache, page_table, visible_blocks, block_indices)
+    key = call_key(tensors, (token_topk, compress_ratio, decode_query_len))
+    prepared = _prepared_selects.get(key)
+    if prepared is not None:
+        call, logits_shape = prepared
+        logits = torch.empty(logits_shape, dtype=torch.float32, device=q.device)
+        if call.run((*tensors, logits)):
+            return
     block_topk = check_topk_geometry(token_topk, compress_ratio)
     geometry = _check_decode(q, k_cache, page_table, visible_blocks, decode_query_len)
     check_block_indices(block_indices, q, block_topk)
-    logits = torch.empty(
-        (q.shape[0], page_table.shape[1] * geometry[2]), dtype=torch.float32, device=q.device
-    )
-    _scores_launch(
-        q, k_cache, page_table, visible_blocks, logits, decode_query_len, geometry, None
-    ).run()
-    # every argument of the top-k is checked above (the logits are ours)
-    for launch in checked_topk_launches(logits, visible_blocks, block_topk, block_indices):
+    logits_shape = (q.shape[0], page_table.shape[1] * geometry[2])
+    logits = torch.empty(logits_shape, dtype=torch.float32, device=q.device)
+    launches = [
+        _scores_launch(
+            q, k_cache, page_table, visible_blocks, logits, decode_query_len, geometry, None
+        ),
+        # every argument of the top-k is checked above (the logits are ours)
+        *checked_topk_launches(logits, visible_blocks, block_topk, block_indices),
+    ]
+    for launch in launches:
         launch.run()
+    if key is not None:
+        call = prepare_call(launches, (*tensors, logits), fresh=(len(tensors),))
+        if call is not None:
+            remember_prepared(_prepared_selects, key, (call, logits_shape))

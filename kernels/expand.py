@@ -26,7 +26,8 @@ from ._checks import (
     check_tensor,
     check_topk_geometry,
 )
-from ._launch import KernelLaunch, cdiv, next_power_of_2
+from ._fast_launch import prepare_call, remember_prepared
+from ._launch import KernelLaunch, call_key, cdiv, next_power_of_2
 
 __all__ = ["ExpandConfig", "expand_launch_config", "expand_launch", "expand_qsa_block_indices"]
 
@@ -149,6 +150,20 @@ def expand_qsa_block_indices(
     out: torch.Tensor,
 ) -> None:
     """Expand compressed blocks and compact the causal tail of the open group into ``out``."""
-    expand_launch(
+    tensors = (block_indices, query_positions, visible_blocks, out)
+    key = call_key(tensors, (compress_ratio, token_topk))
+    call = _prepared_expands.get(key)
+    if call is not None and call.run(tensors):
+        return
+    launch = expand_launch(
         block_indices, query_positions, visible_blocks, compress_ratio, token_topk, out
-    ).run()
+    )
+    launch.run()
+    if key is not None:
+        call = prepare_call([launch], tensors)
+        if call is not None:
+            remember_prepared(_prepared_expands, key, call)
+
+
+# checked calls by call_key, replayed without their checks and launch choices
+_prepared_expands: dict = {}

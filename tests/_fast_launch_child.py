@@ -194,12 +194,14 @@ def op_launches():
     def compare(name, run, user):
         user_ptrs = _tensor_ptrs(user)
         run()  # bind every variant once (first launches go through Triton)
+        before = fl.fast_launch_stats()["prepared"]
         via_triton, via_fast = _both_ways(run)
         same = len(via_triton) == len(via_fast) and all(
             kt is kf and _call_meta(ct, user_ptrs) == _call_meta(cf, user_ptrs)
             for (kt, ct), (kf, cf) in zip(via_triton, via_fast)
         )
-        results[name] = {"launches": len(via_triton), "same": same}
+        prepared = fl.fast_launch_stats()["prepared"] - before
+        results[name] = {"launches": len(via_triton), "same": same, "prepared": prepared}
 
     for cols, k in [(3000, 64), (12000, 512), (40000, 2048)]:
         rows = 3
@@ -236,6 +238,13 @@ def op_launches():
         lambda: qsa_select_paged_decode(q, k_cache, table, visible, 64, 4, 1, block_indices),
         [q, k_cache, table, visible, block_indices],
     )
+    results["decode_select_still_checked"] = _refusals_after_preparation(
+        lambda **kw: qsa_select_paged_decode(
+            kw.get("q", q), k_cache, table, visible, 64, 4, 1, kw.get("out", block_indices)
+        ),
+        q,
+        block_indices,
+    )
     qp = torch.randn(6, heads, head_dim, generator=gen).to(dtype)
     starts = torch.tensor([0, 6], dtype=torch.int32)
     seen = torch.tensor([80, 81, 90, 100, 110, 128], dtype=torch.int32)
@@ -255,6 +264,28 @@ def op_launches():
         [selected, positions, seen, tokens],
     )
     return results
+
+
+def _refusals_after_preparation(select, q, out):
+    """The errors a prepared select still raises for bad arguments (a prepared call must not
+    skip the checks of a call whose key differs): by name, the exception's type."""
+    select()
+    select()  # prepared, then replayed
+    bad = {
+        "out int64": dict(out=out.to(torch.int64)),
+        "out too narrow": dict(out=out[:, :-1].contiguous()),
+        "q misaligned": dict(q=torch.empty(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)),
+        "q float32": dict(q=q.float()),
+        "q not contiguous": dict(q=q.transpose(0, 1).contiguous().transpose(0, 1)),
+    }
+    refused = {}
+    for name, kwargs in bad.items():
+        try:
+            select(**kwargs)
+            refused[name] = None
+        except (TypeError, ValueError) as err:
+            refused[name] = type(err).__name__
+    return refused
 
 
 def main():

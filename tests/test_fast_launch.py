@@ -61,3 +61,19 @@ def test_a_launch_hook_keeps_the_launch_on_tritons_path(findings):
 def test_every_op_launches_the_same_kernels_on_the_fast_path(findings, op):
     assert findings["ops"][op]["same"], findings["ops"][op]
     assert findings["ops"][op]["launches"] >= 1
+
+
+@pytest.mark.parametrize("op", ["topk_3000x64", "decode_select", "expand"])
+def test_a_repeated_op_call_replays_its_prepared_launches(findings, op):
+    # one prepared replay per call of the op made on the fast path
+    assert findings["ops"][op]["prepared"] == 1, findings["ops"][op]
+
+
+def test_a_prepared_select_still_refuses_bad_arguments(findings):
+    assert findings["ops"]["decode_select_still_checked"] == {
+        "out int64": "TypeError",
+        "out too narrow": "ValueError",
+        "q misaligned": "ValueError",
+        "q float32": "TypeError",
+        "q not contiguous": "ValueError",
+    }

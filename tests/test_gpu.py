@@ -123,3 +123,54 @@ def test_fast_launch_path_gives_tritons_results():
     from kernels._fast_launch import _bound
 
     assert _bound and all(b.launch is not b.compiled.run for b in _bound.values())
+
+
+def test_prepared_op_calls_give_tritons_results_eagerly_and_in_a_graph():
+    """Repeated calls of the decode select, ragged_topk (one program per row) and the expansion
+    replay their prepared launches: the same results as launches through Triton, eagerly and
+    replayed from a CUDA graph captured while replaying."""
+    from kernels import expand_qsa_block_indices
+    from kernels._fast_launch import fast_launch_stats, triton_launches_only
+
+    q, k_cache, page_table, visible = _decode_case(8, 1, torch.bfloat16, width=32, seed=5)
+    logits = torch.randn(8, 4096, device="cuda")
+    lengths = torch.randint(0, 4097, (8,), device="cuda", dtype=torch.int32)
+    positions = visible.clone() * 4 + 3
+    outs = [
+        torch.empty(8, 512, dtype=torch.int32, device="cuda"),
+        torch.empty(8, 300, dtype=torch.int32, device="cuda"),
+        torch.empty(8, 2048 + 4, dtype=torch.int32, device="cuda"),
+    ]
+
+    def run_ops():
+        for out in outs:
+            out.fill_(INT_POISON)
+        qsa_select_paged_decode(q, k_cache, page_table, visible, 2048, 4, 1, outs[0])
+        ragged_topk(logits, lengths, 300, outs[1])
+        expand_qsa_block_indices(outs[0], positions, visible, 4, 2048, outs[2])
+
+    def results():
+        return [outs[0].sort(dim=1).values, outs[1].sort(dim=1).values, outs[2].clone()]
+
+    with triton_launches_only():
+        run_ops()
+        want = results()
+    run_ops()  # binds and prepares
+    before = fast_launch_stats()["prepared"]
+    run_ops()
+    torch.cuda.synchronize()
+    assert fast_launch_stats()["prepared"] - before == 3
+    assert all(torch.equal(g, w) for g, w in zip(results(), want))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run_ops()  # warm the graph's stream
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run_ops()
+    for out in outs:
+        out.fill_(INT_POISON)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert all(torch.equal(g, w) for g, w in zip(results(), want))

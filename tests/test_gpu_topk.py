@@ -11,17 +11,21 @@ from _helpers import INT_POISON
 
 pytestmark = pytest.mark.gpu
 
-COLS, K = 32768, 512
+K = 512
 ROWS = (8, 64, 256, 512, 1024, 2048, 4096)  # tools/bench_topk_rows.py's default rows
-DESIGNS = sorted({name for rows in ROWS for name in topk_tuning_configs(COLS, K, rows)})
+# its default width (the split path), and the widths one program per row takes
+WIDTHS = (2048, 8192, 32768)
+DESIGNS = sorted(
+    {name for cols in WIDTHS for rows in ROWS for name in topk_tuning_configs(cols, K, rows)}
+)
 
 
-def _inputs(rows, seed):
+def _inputs(rows, cols, seed):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    logits = torch.randn(rows, COLS, device="cuda", generator=gen)
+    logits = torch.randn(rows, cols, device="cuda", generator=gen)
     logits[: rows // 4] = logits[: rows // 4].round(decimals=1)  # ties at the threshold
-    lengths = torch.randint(K + 1, COLS + 1, (rows,), device="cuda", generator=gen)
-    lengths[:3] = torch.tensor([COLS, K, K + 1])  # a full row, a short row, one over k
+    lengths = torch.randint(K + 1, cols + 1, (rows,), device="cuda", generator=gen)
+    lengths[:3] = torch.tensor([cols, K, K + 1])  # a full row, a short row, one over k
     return logits, lengths.to(torch.int32)
 
 
@@ -29,7 +33,7 @@ def _assert_exact(out, logits, lengths):
     """Tie-aware and vectorized (thousands of rows): every row's k indices are distinct, in
     range, and their values are the row's k largest; rows no longer than k are 0..n-1, -1."""
     rows = out.shape[0]
-    cols = torch.arange(COLS, device="cuda")
+    cols = torch.arange(logits.shape[1], device="cuda")
     assert not (out == INT_POISON).any(), "some output elements were not written"
     short = lengths <= K
     want_short = torch.where(cols[:K] < lengths[:, None], cols[:K], -1).to(torch.int32)
@@ -45,13 +49,14 @@ def _assert_exact(out, logits, lengths):
     assert torch.equal(picked, best), f"{rows} rows: selected values are not the top-k"
 
 
+@pytest.mark.parametrize("cols", WIDTHS)
 @pytest.mark.parametrize("rows", ROWS)
 @pytest.mark.parametrize("design", DESIGNS)
-def test_topk_design_reruns_exact(rows, design):
-    configs = topk_tuning_configs(COLS, K, rows)
+def test_topk_design_reruns_exact(cols, rows, design):
+    configs = topk_tuning_configs(cols, K, rows)
     if design not in configs:
-        pytest.skip(f"{design} is not tried at {rows} rows")
-    logits, lengths = _inputs(rows, seed=rows)
+        pytest.skip(f"{design} is not tried at {rows} x {cols}")
+    logits, lengths = _inputs(rows, cols, seed=rows)
     out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
     launches = ragged_topk_launches(logits, lengths, K, out, config=configs[design])
 
@@ -68,7 +73,7 @@ def test_topk_design_reruns_exact(rows, design):
     with torch.cuda.graph(graph):
         run()
     for seed in range(3):  # replays over fresh values in the same buffers
-        fresh, fresh_lengths = _inputs(rows, seed=1000 * rows + seed)
+        fresh, fresh_lengths = _inputs(rows, cols, seed=1000 * rows + seed)
         logits.copy_(fresh)
         lengths.copy_(fresh_lengths)
         out.fill_(INT_POISON)
