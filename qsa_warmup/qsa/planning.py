@@ -120,10 +120,13 @@ def _decode_points(cfg: DeploymentConfig, arch: int):
                 )
                 if c not in seen:
                     seen.add(c)
+                    tiles = (
+                        f"lanes{c.lanes_per_sm}" if c.lanes_per_sm else f"tpp{c.tiles_per_program}"
+                    )
                     yield (
                         "decode",
                         f"decode.{short_dtype(dtype_name)}.dql{dql}.qg{c.query_group}"
-                        f".n{c.block_n}.s{c.num_stages}.tpp{c.tiles_per_program}.w{c.num_warps}",
+                        f".n{c.block_n}.s{c.num_stages}.{tiles}.w{c.num_warps}",
                         (dtype_name, dql, num_reqs),
                         f"first reached at {num_reqs} requests",
                     )
