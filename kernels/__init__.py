@@ -5,37 +5,58 @@ functions and the ``*_launch`` builders are what the warmup planner calls to lea
 which variants the ops can request.
 """
 
-from ._launch import KernelLaunch, TensorMeta, assume_arch, interpreting
-from .decode import (
-    DecodeConfig,
-    decode_launch_config,
-    decode_scores_launch,
-    decode_tile_shape,
-    decode_tiles_per_program,
-    qsa_paged_decode_scores,
-    qsa_select_paged_decode,
-)
-from .expand import ExpandConfig, expand_launch, expand_launch_config, expand_qsa_block_indices
-from .prefill import (
-    DEFAULT_MAX_LOGITS_MB,
-    SHARED_MEMORY_BUDGET,
-    PrefillConfig,
-    prefill_launch_config,
-    prefill_logits_layout,
-    prefill_scores_launch,
-    qsa_select_paged_prefill,
-)
-from .topk import (
-    SINGLE_PASS_MAX_COLS,
-    SPLIT_FINISH_APART_MIN_ROWS,
-    SPLIT_MIN_COLS,
-    TopkConfig,
-    ragged_topk,
-    ragged_topk_launch,
-    ragged_topk_launches,
-    topk_launch_config,
-    topk_tuning_configs,
-)
+import importlib
+
+# Each public name, by the module that defines it. Imported on first use (PEP 562), so that
+# ``kernels.limits`` (plain constants, read by configs and the CLI) loads without torch/Triton.
+_SOURCES = {
+    "_launch": ("KernelLaunch", "TensorMeta", "assume_arch", "interpreting"),
+    "decode": (
+        "DecodeConfig",
+        "decode_launch_config",
+        "decode_scores_launch",
+        "decode_tile_shape",
+        "decode_tiles_per_program",
+        "qsa_paged_decode_scores",
+        "qsa_select_paged_decode",
+    ),
+    "expand": ("ExpandConfig", "expand_launch", "expand_launch_config", "expand_qsa_block_indices"),
+    "prefill": (
+        "DEFAULT_MAX_LOGITS_MB",
+        "SHARED_MEMORY_BUDGET",
+        "PrefillConfig",
+        "prefill_launch_config",
+        "prefill_logits_layout",
+        "prefill_scores_launch",
+        "qsa_select_paged_prefill",
+    ),
+    "topk": (
+        "SINGLE_PASS_MAX_COLS",
+        "SPLIT_FINISH_APART_MIN_ROWS",
+        "SPLIT_MIN_COLS",
+        "TopkConfig",
+        "ragged_topk",
+        "ragged_topk_launch",
+        "ragged_topk_launches",
+        "topk_launch_config",
+        "topk_tuning_configs",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_MODULE_OF))
+
 
 __all__ = [
     "qsa_select_paged_decode",

@@ -30,7 +30,6 @@ __all__ = [
     "device_arch",
     "assume_arch",
     "call_key",
-    "multiprocessors",
 ]
 
 
@@ -94,26 +93,6 @@ def device_arch(tensor) -> int | None:
 def _cuda_arch(index: int) -> int:
     major, minor = torch.cuda.get_device_capability(index)
     return major * 10 + minor
-
-
-# What a grid sized per multiprocessor assumes off a GPU (a planner's stand-in, the interpreter):
-# the grid is not part of a kernel's specialization, so only the launch's shape depends on it.
-_MULTIPROCESSORS_OFF_GPU = 4
-
-
-def multiprocessors(tensor) -> int:
-    """The multiprocessor count of the GPU holding ``tensor`` (a fixed small count off a GPU)."""
-    device = tensor.device
-    if device.type != "cuda":
-        return _MULTIPROCESSORS_OFF_GPU
-    return _cuda_multiprocessors(
-        device.index if device.index is not None else torch.cuda.current_device()
-    )
-
-
-@functools.lru_cache(maxsize=None)
-def _cuda_multiprocessors(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def interpreting() -> bool:

@@ -31,8 +31,8 @@ from ._checks import (
     check_tensor,
     check_topk_geometry,
 )
-from ._fast_launch import prepare_call, remember_prepared
-from ._launch import KernelLaunch, call_key, cdiv, interpreting, multiprocessors, next_power_of_2
+from ._fast_launch import NOT_PREPARED, prepare_call, remember_prepared
+from ._launch import KernelLaunch, call_key, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import checked_topk_launches
 
@@ -72,11 +72,6 @@ class DecodeConfig:
     num_stages: int
     dot_fp32: bool
     imprecise_acc: int  # fp8 only: products accumulated before promotion to fp32
-    # 0: a program scores tiles_per_program adjacent tiles. Else a request's tiles are dealt
-    # round-robin over a fixed number of programs, about lanes_per_sm per multiprocessor over
-    # the whole grid: one wave of programs, each looping over ~equal work (tiles_per_program
-    # unused), so small grids have no partial last wave
-    lanes_per_sm: int = 0
 
 
 def decode_tiles_per_program(num_programs_at_one_tile: int) -> int:
@@ -179,11 +174,11 @@ def _decode_scores_kernel(
     TILES_PER_PROG: tl.constexpr,
     DOT_FP32: tl.constexpr,
     IMPRECISE_ACC: tl.constexpr,
-    STRIDED: tl.constexpr,
 ):
     NUM_COLUMNS: tl.constexpr = PAGE_TABLE_WIDTH * PAGE_SIZE
     BLOCK_D: tl.constexpr = max(16, triton.next_power_of_2(HEAD_DIM))
     request = tl.program_id(0)
+    tile_start = tl.program_id(1) * TILES_PER_PROG
     first_query = tl.program_id(2) * QUERY_GROUP
     lanes = tl.arange(0, QUERY_GROUP)
     valid_rows = first_query + lanes < DECODE_QUERY_LEN
@@ -191,16 +186,9 @@ def _decode_scores_kernel(
     visible = tl.load(visible_blocks_ptr + rows, mask=valid_rows, other=0)
     visible = tl.minimum(visible, NUM_COLUMNS)
     max_visible = tl.max(visible, axis=0)
-    if STRIDED:  # tiles lane, lane + lanes, ...
-        tile_start = tl.program_id(1)
-        tile_step = tl.num_programs(1)
-        tile_end = tl.cdiv(max_visible, BLOCK_N)
-    else:
-        tile_start = tl.program_id(1) * TILES_PER_PROG
-        tile_step = 1
-        tile_end = tl.minimum(tile_start + TILES_PER_PROG, tl.cdiv(max_visible, BLOCK_N))
-    if tile_start >= tile_end:
+    if tile_start * BLOCK_N >= max_visible:
         return
+    tile_end = tl.minimum(tile_start + TILES_PER_PROG, tl.cdiv(max_visible, BLOCK_N))
     query = load_query_tile(
         q_ptr,
         request * DECODE_QUERY_LEN + first_query,
@@ -215,7 +203,7 @@ def _decode_scores_kernel(
     table_row_ptr = page_table_ptr + request.to(tl.int64) * stride_table_row
     column_offsets = tl.arange(0, BLOCK_N)
     out_rows = rows.to(tl.int64) * NUM_COLUMNS
-    for tile in tl.range(tile_start, tile_end, tile_step):
+    for tile in tl.range(tile_start, tile_end):
         columns = tile * BLOCK_N + column_offsets
         score = score_columns(
             query,
@@ -296,14 +284,11 @@ def _scores_launch(
     cfg = config or decode_launch_config(
         q.dtype, num_heads, head_dim, decode_query_len, num_requests, num_columns
     )
-    query_groups = cdiv(decode_query_len, cfg.query_group)
-    tiles = cdiv(num_columns, cfg.block_n)
-    if cfg.lanes_per_sm:
-        programs = multiprocessors(q) * cfg.lanes_per_sm
-        lanes = max(1, min(tiles, cdiv(programs, num_requests * query_groups)))
-    else:
-        lanes = cdiv(tiles, cfg.tiles_per_program)
-    grid = (num_requests, lanes, query_groups)
+    grid = (
+        num_requests,
+        cdiv(cdiv(num_columns, cfg.block_n), cfg.tiles_per_program),
+        cdiv(decode_query_len, cfg.query_group),
+    )
     return KernelLaunch(
         _decode_scores_kernel,
         grid,
@@ -320,7 +305,6 @@ def _scores_launch(
             TILES_PER_PROG=cfg.tiles_per_program,
             DOT_FP32=cfg.dot_fp32,
             IMPRECISE_ACC=cfg.imprecise_acc,
-            STRIDED=cfg.lanes_per_sm > 0,
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         ),
@@ -366,9 +350,8 @@ def qsa_select_paged_decode(
     """
     tensors = (q, k_cache, page_table, visible_blocks, block_indices)
     key = call_key(tensors, (token_topk, compress_ratio, decode_query_len))
-    prepared = _prepared_selects.get(key)
-    if prepared is not None:
-        call, logits_shape = prepared
+    call, logits_shape = _prepared_selects.get(key, (None, None))
+    if call is not None and call is not NOT_PREPARED:
         logits = torch.empty(logits_shape, dtype=torch.float32, device=q.device)
         if call.run((*tensors, logits)):
             return
@@ -386,7 +369,8 @@ def qsa_select_paged_decode(
     ]
     for launch in launches:
         launch.run()
-    if key is not None:
+    if key is not None and call is not NOT_PREPARED:
+        # (a split top-k's workspace is allocated per call: NOT_PREPARED)
         call = prepare_call(launches, (*tensors, logits), fresh=(len(tensors),))
         if call is not None:
             remember_prepared(_prepared_selects, key, (call, logits_shape))

@@ -2,14 +2,14 @@
 ``lengths[r]`` values (any order); rows with ``lengths[r] <= k`` get ``0..lengths[r]-1`` then -1.
 
 Keys: each float32 maps to an integer key with the same order. One program per row (rows up to
-``SPLIT_MIN_COLS`` wide): find the k-th largest key, then write every column whose key is above
-it plus the lowest-indexed columns equal to it, compacted with a prefix sum; rows up to
-``SINGLE_PASS_MAX_COLS`` stay in registers (``single``: a five-way search, four counts per
-reduction), wider ones stream (``streaming``: 32 halvings, each count a pass over the row).
-Wider rows take the ``split`` path (two or three launches, described above
-``_split_bound_kernel``): many programs per row bound the k-th largest key from below and
-gather the few columns above the bound; the last of a row's programs then selects among those
-candidates, or, for calls of many rows, a third launch of one program per row does.
+``SPLIT_MIN_COLS`` wide): find the k-th largest key (32 bisection counts), then write every
+column whose key is above it plus the lowest-indexed columns equal to it, compacted with a
+prefix sum; rows up to ``SINGLE_PASS_MAX_COLS`` stay in
+registers (``single``), wider ones stream (``streaming``). Wider rows take the ``split`` path
+(two or three launches, described above ``_split_bound_kernel``): many programs per row bound the
+k-th largest key from below and gather the few columns above the bound; the last of a row's
+programs then selects among those candidates, or, for calls of many rows, a third launch of one
+program per row does.
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from ._checks import check_int, check_same_device, check_shape, check_tensor
-from ._fast_launch import prepare_call, remember_prepared
+from ._fast_launch import NOT_PREPARED, prepare_call, remember_prepared
 from ._launch import KernelLaunch, call_key, cdiv, next_power_of_2
 
 __all__ = [
@@ -111,7 +111,7 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
     dispatched = topk_launch_config(num_cols, k, num_rows)
     configs = {"dispatched": dispatched}
     if dispatched.path == "single":
-        for warps in (1, 2, 4, 8, 16):
+        for warps in (2, 4, 8, 16):
             cfg = replace(dispatched, num_warps=warps)
             if cfg != dispatched:
                 configs[f"single.w{warps}"] = cfg
@@ -179,30 +179,33 @@ def _load_keys(row_ptr, cols, n):
 
 
 @triton.jit
-def _count_at_least(row_ptr, n, threshold, BLOCK: tl.constexpr):
-    count = 0
-    for start in range(0, n, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        count += tl.sum(
-            ((cols < n) & (_load_keys(row_ptr, cols, n) >= threshold)).to(tl.int32), axis=0
-        )
+def _count_at_least(row_ptr, keys, n, threshold, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    if SINGLE:
+        count = tl.sum(((offsets < n) & (keys >= threshold)).to(tl.int32), axis=0)
+    else:
+        count = 0
+        for start in range(0, n, BLOCK):
+            cols = start + offsets
+            count += tl.sum(
+                ((cols < n) & (_load_keys(row_ptr, cols, n) >= threshold)).to(tl.int32), axis=0
+            )
     return count
 
 
 @triton.jit
-def _kth_largest_streamed(row_ptr, n, k, BLOCK: tl.constexpr):
-    """(threshold key, ties to take) by 32 halvings of the key range, the row streamed from
-    memory in every count (rows too long for registers)."""
+def _kth_largest_bisect(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    """(threshold key, ties to take) by 32 halvings of the key range."""
     # invariant: count(key >= lo) >= k > count(key >= hi)
     lo = tl.full((), -2147483648, tl.int64)
     hi = tl.full((), 2147483648, tl.int64)
     for _ in range(32):
         mid = (lo + hi) >> 1
-        count = _count_at_least(row_ptr, n, mid.to(tl.int32), BLOCK)
+        count = _count_at_least(row_ptr, keys, n, mid.to(tl.int32), BLOCK, SINGLE)
         lo = tl.where(count >= k, mid, lo)
         hi = tl.where(count >= k, hi, mid)
     threshold = lo.to(tl.int32)
-    return threshold, k - _count_at_least(row_ptr, n, threshold + 1, BLOCK)
+    return threshold, k - _count_at_least(row_ptr, keys, n, threshold + 1, BLOCK, SINGLE)
 
 
 @triton.jit
@@ -214,16 +217,21 @@ def _write_short_row(out_row_ptr, n, k, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _write_streamed(row_ptr, out_row_ptr, n, threshold, ties_needed, BLOCK: tl.constexpr):
+def _write_selected(
+    row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK: tl.constexpr, SINGLE: tl.constexpr
+):
     """Write the row's columns above ``threshold`` and its first ``ties_needed`` columns equal to
-    it (lowest index first), compacted, streaming the row block by block."""
+    it (lowest index first), compacted; ``keys`` holds the row when SINGLE, else it is reloaded."""
     offsets = tl.arange(0, BLOCK)
     written = 0
     ties_seen = 0
     for start in range(0, n, BLOCK):
         cols = start + offsets
         in_row = cols < n
-        chunk = _load_keys(row_ptr, cols, n)
+        if SINGLE:
+            chunk = keys
+        else:
+            chunk = _load_keys(row_ptr, cols, n)
         above = in_row & (chunk > threshold)
         tie = in_row & (chunk == threshold)
         tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) + ties_seen
@@ -232,63 +240,6 @@ def _write_streamed(row_ptr, out_row_ptr, n, threshold, ties_needed, BLOCK: tl.c
         tl.store(out_row_ptr + position, cols, mask=take)
         written += tl.sum(take.to(tl.int32), axis=0)
         ties_seen += tl.sum(tie.to(tl.int32), axis=0)
-
-
-_KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
-_KEY_MAX = tl.constexpr(2147483647)
-
-
-@triton.jit
-def _split_five_ways(keys, valid, need, low, high):
-    """One step of the k-th largest search that cuts [low, high) five ways instead of two:
-    the counts at four thresholds share one reduction (16-bit fields of one int64 sum; fewer
-    than 65536 valid keys), so the search takes ~2.3x fewer dependent reductions. Keeps
-    count(keys >= low) >= need > count(keys >= high)."""
-    step = tl.maximum((high - low + 4) // 5, 1)
-    t1 = tl.minimum(low + step, high - 1)
-    t2 = tl.minimum(low + 2 * step, high - 1)
-    t3 = tl.minimum(low + 3 * step, high - 1)
-    t4 = tl.minimum(low + 4 * step, high - 1)
-    one = tl.full((), 1, tl.int64)
-    packed = (
-        tl.where(valid & (keys >= t1.to(tl.int32)), one, 0)
-        + tl.where(valid & (keys >= t2.to(tl.int32)), one << 16, 0)
-        + tl.where(valid & (keys >= t3.to(tl.int32)), one << 32, 0)
-        + tl.where(valid & (keys >= t4.to(tl.int32)), one << 48, 0)
-    )
-    total = tl.sum(packed, axis=0)
-    # counts fall as thresholds rise: the thresholds with enough keys form a prefix
-    ok1 = (total & 0xFFFF) >= need
-    ok2 = ((total >> 16) & 0xFFFF) >= need
-    ok3 = ((total >> 32) & 0xFFFF) >= need
-    ok4 = ((total >> 48) & 0xFFFF) >= need
-    new_low = tl.where(ok4, t4, tl.where(ok3, t3, tl.where(ok2, t2, tl.where(ok1, t1, low))))
-    new_high = tl.where(ok4, high, tl.where(ok3, t4, tl.where(ok2, t3, tl.where(ok1, t2, t1))))
-    return new_low, new_high
-
-
-@triton.jit
-def _kth_largest_in_registers(keys, valid, k):
-    """The k-th largest of the valid keys (fewer than 65536 of them, more than k): a five-way
-    search over the whole key range, ~14 dependent reductions where halving takes 33."""
-    # invariant: count(key >= low) >= k > count(key >= high)
-    low = tl.full((), _KEY_MIN, tl.int64)
-    high = tl.full((), _KEY_MAX, tl.int64) + 1
-    while high - low > 1:
-        low, high = _split_five_ways(keys, valid, k, low, high)
-    return low.to(tl.int32)
-
-
-@triton.jit
-def _write_from_registers(out_row_ptr, keys, valid, cols, threshold, k):
-    """Write, compacted, the columns whose key is above ``threshold`` (the k-th largest key)
-    and the lowest-indexed columns equal to it, k in all."""
-    above = valid & (keys > threshold)
-    tie = valid & (keys == threshold)
-    n_above = tl.sum(above.to(tl.int32), axis=0)
-    tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
-    tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
-    tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
 
 
 @triton.jit(
@@ -314,15 +265,12 @@ def _ragged_topk_kernel(
     offsets = tl.arange(0, BLOCK)
     if n <= k:
         _write_short_row(out_row_ptr, n, k, OUT_BLOCK)
-    elif SINGLE:
-        tl.static_assert(BLOCK < 65536, "the five-way search counts in 16-bit fields")
-        valid = offsets < n
-        keys = _load_keys(row_ptr, offsets, n)
-        threshold = _kth_largest_in_registers(keys, valid, k)
-        _write_from_registers(out_row_ptr, keys, valid, offsets, threshold, k)
-    else:  # streaming: the row is reloaded in every pass
-        threshold, ties_needed = _kth_largest_streamed(row_ptr, n, k, BLOCK)
-        _write_streamed(row_ptr, out_row_ptr, n, threshold, ties_needed, BLOCK)
+    else:
+        keys = offsets  # the streaming path reloads keys in every pass instead
+        if SINGLE:
+            keys = _load_keys(row_ptr, offsets, n)
+        threshold, ties_needed = _kth_largest_bisect(row_ptr, keys, n, k, BLOCK, SINGLE)
+        _write_selected(row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK, SINGLE)
 
 
 # -- split path: one row spread over many programs ------------------------------------------
@@ -348,6 +296,8 @@ def _ragged_topk_kernel(
 # threshold are taken in no particular order. The workspace needs no initialization: the
 # bound launch zeroes the counters.
 _BOUND_STEPS = tl.constexpr(16)
+_KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
+_KEY_MAX = tl.constexpr(2147483647)
 _GROUPS_PER_KEY = tl.constexpr(SPLIT_GROUPS_PER_KEY)
 
 
@@ -424,6 +374,35 @@ def _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK: tl.constexpr):
 
 
 @triton.jit
+def _split_five_ways(keys, valid, need, low, high):
+    """One step of the k-th largest search that cuts [low, high) five ways instead of two:
+    the counts at four thresholds share one reduction (16-bit fields of one int64 sum; fewer
+    than 65536 valid keys), so the search takes ~2.3x fewer dependent reductions. Keeps
+    count(keys >= low) >= need > count(keys >= high)."""
+    step = tl.maximum((high - low + 4) // 5, 1)
+    t1 = tl.minimum(low + step, high - 1)
+    t2 = tl.minimum(low + 2 * step, high - 1)
+    t3 = tl.minimum(low + 3 * step, high - 1)
+    t4 = tl.minimum(low + 4 * step, high - 1)
+    one = tl.full((), 1, tl.int64)
+    packed = (
+        tl.where(valid & (keys >= t1.to(tl.int32)), one, 0)
+        + tl.where(valid & (keys >= t2.to(tl.int32)), one << 16, 0)
+        + tl.where(valid & (keys >= t3.to(tl.int32)), one << 32, 0)
+        + tl.where(valid & (keys >= t4.to(tl.int32)), one << 48, 0)
+    )
+    total = tl.sum(packed, axis=0)
+    # counts fall as thresholds rise: the thresholds with enough keys form a prefix
+    ok1 = (total & 0xFFFF) >= need
+    ok2 = ((total >> 16) & 0xFFFF) >= need
+    ok3 = ((total >> 32) & 0xFFFF) >= need
+    ok4 = ((total >> 48) & 0xFFFF) >= need
+    new_low = tl.where(ok4, t4, tl.where(ok3, t3, tl.where(ok2, t2, tl.where(ok1, t1, low))))
+    new_high = tl.where(ok4, high, tl.where(ok3, t4, tl.where(ok2, t3, tl.where(ok1, t2, t1))))
+    return new_low, new_high
+
+
+@triton.jit
 def _finish_row(
     row_ptr,
     row_cands_ptr,
@@ -447,10 +426,16 @@ def _finish_row(
         high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
         while high - low > 1:
             low, high = _split_five_ways(keys, in_list, k, low, high)
-        _write_from_registers(out_row_ptr, keys, in_list, cols, low.to(tl.int32), k)
+        threshold = low.to(tl.int32)
+        above = in_list & (keys > threshold)
+        tie = in_list & (keys == threshold)
+        n_above = tl.sum(above.to(tl.int32), axis=0)
+        tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
+        tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
+        tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
     else:  # the list overflowed: the one-program-per-row search, streaming the row
-        threshold, ties_needed = _kth_largest_streamed(row_ptr, n, k, CANDIDATES)
-        _write_streamed(row_ptr, out_row_ptr, n, threshold, ties_needed, CANDIDATES)
+        threshold, ties_needed = _kth_largest_bisect(row_ptr, slots, n, k, CANDIDATES, False)
+        _write_selected(row_ptr, out_row_ptr, slots, n, threshold, ties_needed, CANDIDATES, False)
 
 
 @triton.jit(
@@ -690,9 +675,10 @@ def ragged_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
     launches = ragged_topk_launches(logits, lengths, k, out)
     for launch in launches:
         launch.run()
-    if key is not None:
+    if key is not None and call is not NOT_PREPARED:
+        # (the split path's workspace is allocated per call: NOT_PREPARED)
         call = prepare_call(launches, tensors)
-        if call is not None:  # not the split path: its workspace is allocated per call
+        if call is not None:
             remember_prepared(_prepared_topks, key, call)
 
 

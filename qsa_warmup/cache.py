@@ -319,7 +319,7 @@ class BoundCache:
         (signed memos only), else computed; a memo that does not decode is ignored. What is not
         read locally is memoized in the first layer that takes the write (and published)."""
         from .planner import build_plan
-        from .qsa.planning import plan_source_digest
+        from .qsa.digest import plan_source_digest
 
         if isinstance(self.config, DeploymentConfig):
             digest, remote = plan_source_digest(), self.remote

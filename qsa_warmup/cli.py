@@ -642,7 +642,7 @@ def _cmd_stats(args) -> int:
 def _cmd_gc(args) -> int:
     from .cache import CacheFolder
     from .collect import collect_garbage, parse_age, parse_size
-    from .qsa.planning import plan_source_digest
+    from .qsa.digest import plan_source_digest
 
     max_size = parse_size(args.max_size) if args.max_size is not None else None
     older_than = parse_age(args.older_than) if args.older_than is not None else None

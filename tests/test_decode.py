@@ -98,38 +98,6 @@ def test_decode_every_tiles_per_program_group(
     )
 
 
-@pytest.mark.parametrize("lanes_per_sm", [1, 2, 64])
-@pytest.mark.parametrize("block_n,num_stages", [(64, 2), (128, 1)])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_decode_strided_lanes(device, lanes_per_sm, block_n, num_stages, dtype):
-    # A request's tiles dealt round-robin over a fixed number of programs: fewer lanes than
-    # tiles (each lane loops, visible widths end mid-loop) and more lanes than tiles.
-    inputs = _decode_inputs(
-        device,
-        seed=lanes_per_sm,
-        dtype=dtype,
-        heads=4,
-        head_dim=64,
-        dql=2,
-        num_reqs=2,
-        width=40,
-        page_size=16,
-    )
-    base = decode_launch_config(dtype, 4, 64, 2, 2, 40 * 16)
-    cfg = dataclasses.replace(
-        base, block_n=block_n, num_stages=num_stages, lanes_per_sm=lanes_per_sm
-    )
-    launch = decode_scores_launch(*inputs, torch.empty(4, 640, device=device), 2, config=cfg)
-    assert launch.options["STRIDED"]
-    lanes, tiles = launch.grid[1], 640 // block_n
-    if launch.args[0].device.type != "cuda":  # off a GPU the grid assumes 4 multiprocessors
-        assert (lanes < tiles) == (lanes_per_sm < 64), (lanes, tiles)
-    got = _scores(inputs, 2, config=cfg)
-    assert_scores_match(
-        got, ref.decode_scores(*[t.cpu() for t in inputs], 2), rtol=score_rtol(dtype)
-    )
-
-
 def test_decode_query_groups_split_rows(device):
     # 64 heads x 8 query rows exceeds one program's query tile: rows are split across programs
     cfg = decode_launch_config(torch.bfloat16, 64, 64, 8, 2, 64)

@@ -1,7 +1,6 @@
 """Decode scoring's launch choices for one batch shape, side by side (GPU; tunes
 ``decode_launch_config``). Every config of a grid of tile shapes, warps, pipeline depths and
-tile groupings (adjacent tiles per program, or tiles dealt round-robin over ``lanes_per_sm``
-programs per multiprocessor) is timed as ``tools/bench_kernels.py`` times the dispatched one
+tiles per program is timed as ``tools/bench_kernels.py`` times the dispatched one
 (median of do_bench, key caches rotated past L2), next to a copy of the same bytes and a
 copy of 1 GiB; each config's scores are checked against the dispatched config's (close:
 accumulation order may differ).
@@ -27,22 +26,13 @@ from bench_kernels import (  # noqa: E402
     decode_inputs,
     precompile,
     rotating,
+    same_size_copy_tbps,
     save,
 )
 
 from kernels import decode_launch_config, decode_scores_launch  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
-
-
-def same_size_copy_tbps(nbytes: int) -> float:
-    """A device copy moving ``nbytes`` (read plus write), timed like the decode kernel."""
-    n = nbytes // 2
-    sets = max(1, min(8, (1 << 30) // n))
-    srcs = [torch.empty(n, dtype=torch.uint8, device="cuda") for _ in range(sets)]
-    dst = torch.empty(n, dtype=torch.uint8, device="cuda")
-    copies = [lambda s=s: dst.copy_(s) for s in srcs]
-    return nbytes / bench(rotating(copies)) / 1e9
 
 
 def configs(base):
@@ -57,18 +47,8 @@ def configs(base):
                         num_warps=warps,
                         num_stages=stages,
                         tiles_per_program=tpp,
-                        lanes_per_sm=0,
                     )
                     out.setdefault(f"n{block_n}.w{warps}.s{stages}.tpp{tpp}", cfg)
-                for lanes in (1, 2, 3, 4, 6, 8, 12):
-                    cfg = dataclasses.replace(
-                        base,
-                        block_n=block_n,
-                        num_warps=warps,
-                        num_stages=stages,
-                        lanes_per_sm=lanes,
-                    )
-                    out.setdefault(f"n{block_n}.w{warps}.s{stages}.lanes{lanes}", cfg)
     return out
 
 

@@ -99,6 +99,16 @@ def copy_bandwidth(clean=False):
     return 2 * n / ms / 1e9  # TB/s
 
 
+def same_size_copy_tbps(nbytes: int) -> float:
+    """A device copy moving ``nbytes`` (read plus write), timed like the decode kernel."""
+    n = nbytes // 2
+    sets = max(1, min(8, (1 << 30) // n))
+    srcs = [torch.empty(n, dtype=torch.uint8, device="cuda") for _ in range(sets)]
+    dst = torch.empty(n, dtype=torch.uint8, device="cuda")
+    copies = [lambda s=s: dst.copy_(s) for s in srcs]
+    return nbytes / bench(rotating(copies)) / 1e9
+
+
 def matmul_rate():
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -239,6 +249,7 @@ def decode_case(reqs, columns, dtype, sweep):
         "dtype": str(dtype).split(".")[-1],
         "ms": ms,
         "tbps": bytes_moved / ms / 1e9,
+        "same_size_copy_tbps": same_size_copy_tbps(bytes_moved),
         "clean_ms": clean_ms,
         "clean_tbps": bytes_moved / clean_ms / 1e9,
         "b2b_ms": b2b_ms,
@@ -573,7 +584,9 @@ def main():
             print(
                 f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms'] * 1e3:8.1f} us "
                 f"{res['tbps']:.2f} TB/s "
-                f"({res['of_copy']:.0%} of copy); clean L2 {res['clean_tbps']:.2f} TB/s "
+                f"({res['of_copy']:.0%} of copy, "
+                f"{res['tbps'] / res['same_size_copy_tbps']:.0%} of a same-size copy); "
+                f"clean L2 {res['clean_tbps']:.2f} TB/s "
                 f"({res['clean_of_copy']:.0%}); "
                 f"back to back {res['b2b_tbps']:.2f} TB/s"
                 + (

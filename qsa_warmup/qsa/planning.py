@@ -11,9 +11,8 @@ specialization (alignment, divisibility) is its own.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import os
+import importlib
+import pkgutil
 import sys
 
 import torch
@@ -28,7 +27,6 @@ from .config import DeploymentConfig
 __all__ = [
     "build_qsa_plan",
     "launch_for",
-    "plan_source_digest",
     "settle_kernel_hashes",
     "kernel_functions",
     "torch_dtype",
@@ -120,13 +118,10 @@ def _decode_points(cfg: DeploymentConfig, arch: int):
                 )
                 if c not in seen:
                     seen.add(c)
-                    tiles = (
-                        f"lanes{c.lanes_per_sm}" if c.lanes_per_sm else f"tpp{c.tiles_per_program}"
-                    )
                     yield (
                         "decode",
                         f"decode.{short_dtype(dtype_name)}.dql{dql}.qg{c.query_group}"
-                        f".n{c.block_n}.s{c.num_stages}.{tiles}.w{c.num_warps}",
+                        f".n{c.block_n}.s{c.num_stages}.tpp{c.tiles_per_program}.w{c.num_warps}",
                         (dtype_name, dql, num_reqs),
                         f"first reached at {num_reqs} requests",
                     )
@@ -198,29 +193,11 @@ def _expand_points(cfg: DeploymentConfig, arch: int):
         yield ("expand", f"expand.{short_dtype(pos_name)}", (pos_name,), "")
 
 
-def plan_source_digest() -> str:
-    """Identity of what a plan is computed from besides config, target and toolchain: the
-    ``kernels`` source, this planner, and the knobs Triton's binder folds into its keys."""
-    knobs_digest = hashlib.sha256(tc.binding_knobs().encode()).hexdigest()[:8]
-    return f"{_source_digest()}-{knobs_digest}"
-
-
-@functools.lru_cache(maxsize=1)  # source files do not change under a running process
-def _source_digest() -> str:
-    h = hashlib.sha256()
-    folder = os.path.dirname(kernels.__file__)
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
-            with open(os.path.join(folder, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
-    for path in (__file__, os.path.join(os.path.dirname(__file__), "..", "planner.py")):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
-
-
 def kernel_functions() -> list:
-    """Every JIT function of the ``kernels`` package, helpers included."""
+    """Every JIT function of the ``kernels`` package, helpers included (its modules are
+    imported here: the package loads them on first use)."""
+    for info in pkgutil.iter_modules(kernels.__path__):
+        importlib.import_module(f"kernels.{info.name}")
     fns = [
         v
         for name, mod in sorted(sys.modules.items())
