@@ -2,6 +2,7 @@
 tensors, nothing launched), then planned, built, checked, explained, exported, imported and
 warmed up strictly; concurrent recorders, stale and unimportable kernels, other targets."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -170,6 +171,38 @@ def test_recording_export_import_and_strict_warmup(toy):
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["planned"] == 4 and got["loaded"] == 4 and got["compiled"] == 0, got
     assert got["refused"] and "toy_scale_kernel" in got["refused"] and "3.0" in got["refused"]
+
+
+def test_a_recording_goes_through_the_shared_tier(toy):
+    """One host builds a recording and publishes it; a new host, with an empty folder, warms
+    up from the same recording through the tier: every variant fetched, none compiled."""
+    if importlib.util.find_spec("redis") is None:
+        pytest.skip("the redis client is not installed (.ci/run installs it)")
+    from _redis import SERVER, RedisServer
+
+    if SERVER is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it)")
+    server = RedisServer(str(toy))
+    try:
+        rec, env = toy / "rec.jsonl", _env(toy)
+        built = cli_json("prebuild", "--recording", rec, "--cache-dir", toy / "a",
+                         "--remote", server.url(), env=env)  # fmt: skip
+        assert (built["compiled"], built["remote"]["published"]) == (4, 4), built
+        out = python(
+            f"""
+            import json, qsa_warmup
+            r = qsa_warmup.warmup(recordings={str(rec)!r}, target="sm_90", jobs=1,
+                                  cache_dir={str(toy / "b")!r}, remote={server.url()!r})
+            print(json.dumps(dict(loaded=r.loaded, compiled=r.compiled, fetched=r.fetched)))
+            """,
+            env=env,
+        )
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got == {"loaded": 4, "compiled": 0, "fetched": 4}, got
+        # copied down: the new host's folder alone now holds the recording
+        assert cli_json("check", "--recording", rec, "--cache-dir", toy / "b", env=env)["ok"] == 4
+    finally:
+        server.kill()
 
 
 def test_two_processes_recording_into_one_file_lose_nothing(toy):
