@@ -456,15 +456,43 @@ def _cmd_check(args, cfg, target, folder) -> _Outcome:
         explained = [explain_spec(cache, plan, s["spec"]) for s in out["failing"]]
         out["explain"] = [e.to_json() for e in explained]
         lines += [line for e in explained for line in e.lines()]
-    tuned = sorted({s.kernel for s in plan.specs if s.detail.endswith("(autotuning)")})
-    if tuned:  # their configs are built and loaded; the choice among them is not recorded
-        out["autotuned"] = tuned
-        lines.append(
-            f"autotuned kernels {', '.join(tuned)}: every config tried while recording is built; "
-            "a server's autotuner still benchmarks them on each new key (no compiles)"
-        )
+    lines += _autotune_lines(cfg, plan, target, out)
     lines.append(f"{out['ok']}/{out['planned']} planned specs ready in {folder.root} for {target}")
     return _Outcome(EXIT_CHECK_FAILED if failing or trace_failed else EXIT_OK, out, lines)
+
+
+def _autotune_lines(source, plan, target: str, out: dict) -> list[str]:
+    """What a server's autotuners will still do: every config tried while recording is built
+    and loaded; a key whose winner was measured on a ``target`` GPU is handed its winner (no
+    benchmark), any other key is benchmarked once among built configs (no compile)."""
+    tuned = sorted({s.kernel for s in plan.specs if s.detail.endswith("(autotuning)")})
+    if not tuned:
+        return []
+    measured = {}
+    for w in getattr(source, "winners", ()):
+        if w.measured and w.target == target:
+            kernel = w.qualname.split(".")[-1]  # as the plan names recorded kernels
+            measured[kernel] = measured.get(kernel, 0) + 1
+    out["autotuned"] = tuned
+    out["autotune_winners"] = {k: measured.get(k, 0) for k in tuned}
+    lines = []
+    stored = [k for k in tuned if measured.get(k)]
+    if stored:
+        keys = sum(measured[k] for k in stored)
+        lines.append(
+            f"autotuned kernels {', '.join(stored)}: every config tried while recording is "
+            f"built, and the winners measured on {target} for {keys} keys are stored: a server "
+            "neither compiles nor benchmarks those keys; another key is benchmarked once, among "
+            "built configs (no compiles)"
+        )
+    rest = [k for k in tuned if not measured.get(k)]
+    if rest:
+        lines.append(
+            f"autotuned kernels {', '.join(rest)}: every config tried while recording is built; "
+            f"no winner measured on a {target} GPU was recorded (record on one to store them): "
+            "a server's autotuner still benchmarks them on each new key (no compiles)"
+        )
+    return lines
 
 
 def _cmd_explain(args, cfg, target, folder) -> _Outcome:

@@ -87,6 +87,7 @@ class WarmupReport:
     repeat: bool = False
     fetched: int = 0  # specs fetched from the shared tier (then loaded)
     remote: dict | None = None  # the shared tier's url and counters (hits, misses, bytes)
+    autotune_winners: int = 0  # recorded winners given to their autotuners (no benchmarking)
 
     def summary(self) -> str:
         where = "" if self.device is None else f" (cuda:{self.device})"
@@ -306,7 +307,7 @@ def _prebuild_in_child(cache: BoundCache, only: set[str], jobs, timeout) -> dict
         elif not isinstance(source, Recording):
             json.dump(source.to_dict(), f)
     if isinstance(source, Recording):
-        append_requests(f.name, source.requests)
+        append_requests(f.name, source.requests, source.winners)
         flags = ["--recording", f.name] + (["--retarget"] if source.retarget else [])
     elif isinstance(source, FamilyDeployment):  # found again by its class in the child
         kind = type(source.family)
@@ -423,6 +424,18 @@ def load(plan: Plan, found: dict, offline_target, device, warn) -> tuple[list, i
                     kernel = spec.launch.warmup()
             ready.append((spec, kernel))
     return ready, loaded, len(compiled)
+
+
+def give_autotune_winners(source, target: str, warn) -> int:
+    """A recording's measured autotune winners for ``target``, given to their autotuners."""
+    from .recording import Recording
+
+    if not isinstance(source, Recording):
+        return 0
+    given, problems = source.give_autotune_winners(target)
+    for problem in problems:
+        warn(problem)
+    return given
 
 
 def prepare_gpu(
@@ -559,6 +572,7 @@ def _summed(reports: list[WarmupReport], seconds: float) -> WarmupReport:
             "loaded": sum(r.loaded for r in reports),
             "compiled": sum(r.compiled for r in reports),
             "fetched": sum(r.fetched for r in reports),
+            "autotune_winners": sum(r.autotune_winners for r in reports),
             "seconds": seconds,
             "rebuilt": [x for r in reports for x in r.rebuilt],
             "warnings": [x for r in reports for x in r.warnings],
@@ -598,6 +612,7 @@ def _warm_source(
             by_pool = rebuild(cache, plan, todo, found, jobs=jobs, timeout=timeout, warn=warn)
             offline_target = None if gpu is not None else tc.parse_target(target)
             ready, loaded, compiled = load(plan, found, offline_target, device, warn)
+            winners = give_autotune_winners(cfg, target, warn)
             if gpu is not None:
                 prepare_gpu(
                     ready,
@@ -622,6 +637,7 @@ def _warm_source(
         warnings=list(warn),
         fetched=cache.tier_counters().get("hits", 0),
         remote=cache.tier_report(),
+        autotune_winners=winners,
     )
     with _lock:
         _warmed[(cfg.geometry_hash(), target, device, primary.root)] = report

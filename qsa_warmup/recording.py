@@ -12,6 +12,7 @@ imported, is refused by name with the fix, never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -43,18 +44,22 @@ __all__ = [
 ]
 
 FORMAT = "qsa-warmup-recording"
-VERSION = 1
+# 2: lines of kind "autotune-winner" beside the requests (version 1 files hold requests only)
+VERSION = 2
+WINNER = "autotune-winner"
 
 
 # -- writing ------------------------------------------------------------------------------------
 
 
-def append_requests(path: str, requests) -> None:
-    """Append ``requests`` to the recording at ``path``: one write of whole lines under an
-    exclusive lock, so processes recording into one file at once never interleave."""
+def append_requests(path: str, requests, winners=()) -> None:
+    """Append ``requests`` (and autotune ``winners``) to the recording at ``path``: one write of
+    whole lines under an exclusive lock, so processes recording into one file at once never
+    interleave."""
+    tagged = [r.to_json() for r in requests] + [{"kind": WINNER, **w.to_json()} for w in winners]
     lines = "".join(
-        json.dumps({"format": FORMAT, "version": VERSION, **r.to_json()}, sort_keys=True) + "\n"
-        for r in requests
+        json.dumps({"format": FORMAT, "version": VERSION, **obj}, sort_keys=True) + "\n"
+        for obj in tagged
     )
     if not lines:
         return
@@ -86,8 +91,20 @@ class _Recorder:
             if request.identity in self.seen:
                 return
             self.seen.add(request.identity)
+        self._append([request], ())
+
+    def winner(self, autotuner, key, config_items) -> None:
+        """An autotuner chose its config for ``key``: kept, so a server need not benchmark."""
+        winner = tc.winner_of(autotuner, key, config_items)
+        with self.lock:
+            if winner.identity in self.seen:
+                return
+            self.seen.add(winner.identity)
+        self._append((), [winner])
+
+    def _append(self, requests, winners) -> None:
         try:
-            append_requests(self.path, [request])
+            append_requests(self.path, requests, winners)
         except OSError as exc:  # recording must never stop the run it records
             log.warning("cannot append to recording %s: %s", self.path, exc)
 
@@ -104,8 +121,9 @@ def start_recording(path: str, *, block: bool = False) -> None:
         return
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     recorder = _Recorder(path, block)
-    recorder.context = tc.recording_requests(recorder, block=block)
-    recorder.context.__enter__()
+    recorder.context = contextlib.ExitStack()
+    recorder.context.enter_context(tc.recording_requests(recorder, block=block))
+    recorder.context.enter_context(tc.recording_autotune_winners(recorder.winner))
     _active.append(recorder)
     log.info("recording Triton compile requests into %s", path)
 
@@ -153,16 +171,36 @@ def _parse_line(path: str, number: int, line: str):
         obj = json.loads(line)
     except ValueError:
         return None, (where, "not a JSON line; re-record it")
+    if isinstance(obj, dict) and obj.get("kind") == WINNER:
+        return _winner_from(obj, where)
     return _request_from(obj, where)
+
+
+def _winner_from(obj, where: str):
+    """(the autotune winner, None) from one decoded line, else (None, (where, why))."""
+    problem = _format_problem(obj, where)
+    if problem:
+        return None, problem
+    try:
+        return tc.AutotuneWinner.from_json(obj), None
+    except (KeyError, TypeError, ValueError):
+        return None, (where, "an incomplete autotune winner; re-record it")
+
+
+def _format_problem(obj, where: str):
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        return (where, f"not a {FORMAT} line")
+    version = obj.get("version")
+    if not isinstance(version, int) or version > VERSION:
+        return (where, f"format version {version!r}; this qsa-warmup reads up to {VERSION}")
+    return None
 
 
 def _request_from(obj, where: str):
     """(the request, None) from one decoded line or manifest entry, else (None, (where, why))."""
-    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-        return None, (where, f"not a {FORMAT} line")
-    version = obj.get("version")
-    if not isinstance(version, int) or version > VERSION:
-        return None, (where, f"format version {version!r}; this qsa-warmup reads up to {VERSION}")
+    problem = _format_problem(obj, where)
+    if problem:
+        return None, problem
     fields = tc.RecordedRequest.__dataclass_fields__
     try:
         request = tc.RecordedRequest(**{k: obj[k] for k in fields if k in obj})
@@ -174,11 +212,13 @@ def _request_from(obj, where: str):
 
 @dataclass
 class Recording:
-    """Requests merged from one or more recording files, duplicates dropped."""
+    """Requests (and autotune winners) merged from one or more recording files, duplicates
+    dropped."""
 
     paths: list[str]
     requests: list = field(default_factory=list)
     retarget: bool = False  # build for a target other than the one recorded (--retarget)
+    winners: list = field(default_factory=list)  # tc.AutotuneWinner, one per identity
 
     @property
     def name(self) -> str:
@@ -211,6 +251,7 @@ class Recording:
                 "targets": self.targets,
                 "kernels": sorted({f"{r.module}.{r.qualname}" for r in self.requests}),
                 "requests": [r.to_json() for r in self.requests],
+                "winners": [w.to_json() for w in self.winners],
             }
         }
 
@@ -227,9 +268,41 @@ class Recording:
                 problems.append(problem)
             else:
                 requests.append(request)
+        winners = []
+        for number, obj in enumerate(body.get("winners") or [], 1):
+            tagged = {"format": FORMAT, "version": body.get("version", VERSION), **obj}
+            winner, problem = _winner_from(tagged, f"{source}:winner {number}")
+            if problem:
+                problems.append(problem)
+            else:
+                winners.append(winner)
         if problems:
             raise RecordingError(source, problems)
-        return cls(list(body.get("files", [])), requests)
+        return cls(list(body.get("files", [])), requests, winners=winners)
+
+    def give_autotune_winners(self, target: str) -> tuple[int, list[str]]:
+        """Hand each winner measured on a ``target`` GPU to its autotuner in this process (it
+        then neither benchmarks nor compiles for that key); (winners given, problems). A winner
+        picked under the offline driver is not given: the server's autotuner benchmarks that
+        key once, among configs that are all built."""
+        given, problems = 0, []
+        for winner in self.winners:
+            if not winner.measured or winner.target != target:
+                continue
+            name = f"{winner.module}.{winner.qualname}"
+            autotuner = tc.find_autotuner(winner.module, winner.qualname)
+            if autotuner is None:
+                problems.append(f"{name}: no triton.autotune kernel of that name to give its "
+                                "recorded winner to; record again")  # fmt: skip
+            elif tc.source_hash(_jit_under(autotuner)) != winner.source_hash:
+                problems.append(f"{name}: source changed since its winner was recorded; "
+                                "record again")  # fmt: skip
+            elif not tc.apply_autotune_winner(autotuner, winner):
+                problems.append(f"{name}: the recorded winner {dict(winner.config)} is none of "
+                                "its configs now; record again")  # fmt: skip
+            else:
+                given += 1
+        return given, problems
 
     def check_target(self, target: str, field: str = "target") -> None:
         """ConfigError unless this Triton compiles for ``target`` and the recording may be built
@@ -263,6 +336,13 @@ class Recording:
         )
 
 
+def _jit_under(autotuner):
+    fn = autotuner.fn
+    while not tc.is_jit_function(fn):
+        fn = fn.fn
+    return fn
+
+
 @functools.lru_cache(maxsize=8)
 def _planner_digest(source: bytes) -> str:
     h = hashlib.sha256(source)
@@ -284,7 +364,7 @@ def load_recordings(paths, *, retarget: bool = False) -> Recording:
     paths = [os.path.abspath(os.path.expanduser(p.strip())) for p in paths]
     if not paths:
         raise ConfigError("recording", "no recording file given")
-    merged, seen, problems = [], set(), []
+    merged, winners, seen, problems = [], {}, set(), []
     for path in paths:
         try:
             with open(path, encoding="utf-8") as f:
@@ -294,15 +374,20 @@ def load_recordings(paths, *, retarget: bool = False) -> Recording:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
-            request, problem = _parse_line(path, number, line)
+            item, problem = _parse_line(path, number, line)
             if problem:
                 problems.append(problem)
-            elif request.identity not in seen:
-                seen.add(request.identity)
-                merged.append(request)
+            elif isinstance(item, tc.AutotuneWinner):
+                # a winner measured on a GPU beats one picked under the offline driver
+                kept = winners.get(item.identity)
+                if kept is None or (item.measured and not kept.measured):
+                    winners[item.identity] = item
+            elif item.identity not in seen:
+                seen.add(item.identity)
+                merged.append(item)
     if problems:
         raise RecordingError(",".join(paths), problems)
-    return Recording(paths, merged, retarget)
+    return Recording(paths, merged, retarget, list(winners.values()))
 
 
 # -- building -------------------------------------------------------------------------------------

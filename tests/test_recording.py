@@ -332,11 +332,70 @@ def test_autotuned_kernel_records_every_config_and_check_says_so(tmp_path):
     p = cli("record", "--target", "sm_90", "--out", rec, "--", sys.executable,
             tmp_path / "run_tuned.py", env=env)  # fmt: skip
     assert p.returncode == 0, p.stderr
-    requests = _lines(rec)
+    lines = _lines(rec)
+    requests = [r for r in lines if r.get("kind") != "autotune-winner"]
+    winners = [r for r in lines if r.get("kind") == "autotune-winner"]
     assert len(requests) == 2 and all(r["autotuned"] for r in requests)  # both configs
+    # its choice for n=100 was made under the offline driver: kept, marked as not measured
+    assert [(w["qualname"], w["key"], w["measured"]) for w in winners] == [
+        ("tuned_kernel", [100, "torch.float32"], False)
+    ]
     assert cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)["compiled"] == 2
     p = cli("check", "--recording", rec, "--cache-dir", cache, env=env)
     assert p.returncode == 0 and "autotuned kernels tuned_kernel" in p.stdout, p.stdout
+    assert "no winner measured on a sm_90 GPU" in p.stdout, p.stdout
+
+
+GIVE_WINNERS = """
+import json, sys
+import qsa_warmup
+r = qsa_warmup.warmup(recordings=sys.argv[1], target="sm_90", cache_dir=sys.argv[2], jobs=1)
+import tuned
+cache = {repr(k): (c.kwargs, c.num_warps, any(c is o for o in tuned.tuned_kernel.configs))
+         for k, c in tuned.tuned_kernel.cache.items()}
+print(json.dumps(dict(given=r.autotune_winners, warnings=r.warnings, cache=cache)))
+"""
+
+
+def test_measured_autotune_winners_are_given_to_the_servers_autotuner(tmp_path):
+    # A recording made on a GPU marks its winners measured; here the offline recording's line
+    # is marked so (no GPU on this box; tests/test_gpu_recording.py records one on a GPU).
+    (tmp_path / "tuned.py").write_text(AUTOTUNED)
+    (tmp_path / "run_tuned.py").write_text(RUN_TUNED)
+    (tmp_path / "give.py").write_text(GIVE_WINNERS)
+    env = child_env()
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
+    rec, cache = tmp_path / "tuned.rec", tmp_path / "cache"
+    p = cli("record", "--target", "sm_90", "--out", rec, "--", sys.executable,
+            tmp_path / "run_tuned.py", env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    lines = _lines(rec)
+    for line in lines:
+        if line.get("kind") == "autotune-winner":
+            line["measured"] = True
+            winner = line
+    rec.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cli_json("prebuild", "--recording", rec, "--cache-dir", cache, env=env)
+    p = cli("check", "--recording", rec, "--cache-dir", cache, env=env)
+    assert "winners measured on sm_90 for 1 keys are stored" in p.stdout, p.stdout
+
+    def give():
+        out = subprocess.run([sys.executable, tmp_path / "give.py", rec, cache], env=env,
+                             capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    got = give()
+    block, warps = winner["config"]["BLOCK"], winner["config"]["num_warps"]
+    # the autotuner holds its own config object for the key: it launches it, no benchmark
+    assert got["given"] == 1 and got["warnings"] == [], got
+    assert got["cache"] == {"(100, 'torch.float32')": [{"BLOCK": block}, warps, True]}, got
+    # a winner that is none of the kernel's configs now is refused by name, not given
+    winner["config"]["BLOCK"] = 256
+    rec.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    got = give()
+    assert got["given"] == 0 and got["cache"] == {}, got
+    assert any("tuned.tuned_kernel" in w and "record again" in w for w in got["warnings"]), got
 
 
 def test_a_kernel_defined_in_the_recorded_script_is_refused_with_the_fix(tmp_path):

@@ -14,7 +14,9 @@ A Triton upgrade should touch this package only. Split by concern:
   every fresh process;
 - ``launchers``: Triton's C launchers, shared and built at once;
 - ``recorded``: any kernel's compile requests as a recording keeps them, and building or binding
-  them again from Triton's serialization of the request.
+  them again from Triton's serialization of the request;
+- ``autotune``: the configs ``triton.autotune`` chose while a run was recorded, given back to a
+  server's autotuners.
 
 Every Triton function or attribute replaced here is recorded; :func:`restore` puts Triton's
 own back.
@@ -23,6 +25,13 @@ own back.
 from __future__ import annotations
 
 from ._patches import restore
+from .autotune import (
+    AutotuneWinner,
+    apply_autotune_winner,
+    find_autotuner,
+    recording_autotune_winners,
+    winner_of,
+)
 from .cache_managers import (
     RelocatingCacheManager,
     file_cache_dirname,
@@ -91,6 +100,12 @@ from .toolchain import (
 
 __all__ = [
     "restore",
+    # autotune
+    "AutotuneWinner",
+    "apply_autotune_winner",
+    "find_autotuner",
+    "recording_autotune_winners",
+    "winner_of",
     # targets
     "GPUTarget",
     "OfflineDriver",
