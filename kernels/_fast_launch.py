@@ -45,7 +45,6 @@ __all__ = [
     "fast_launch_stats",
     "forget_fast_launches",
     "PreparedCall",
-    "NOT_PREPARED",
     "prepare_call",
     "prepared_generation",
     "remember_prepared",
@@ -290,18 +289,6 @@ class PreparedCall:
         return True
 
 
-class _NotPrepared:
-    """Stands for a call that can never be prepared (a launch takes a tensor the op allocates
-    in a way a replay does not repeat): remembered so that later calls do not try again."""
-
-    __slots__ = ()
-
-    def run(self, tensors: tuple) -> bool:
-        return False
-
-
-NOT_PREPARED = _NotPrepared()
-
 _MAX_PREPARED = 256  # per op: a deployment reaches a few geometries
 
 
@@ -320,9 +307,9 @@ def _knob_state() -> tuple:
 def prepare_call(launches, tensors: tuple, fresh: tuple = ()):
     """A PreparedCall replaying ``launches`` (each with ``kernel``, ``grid``, ``args`` and
     ``options``, every one already launched on the fast path) with the tensors of a later
-    call; ``fresh`` indexes the tensors the op allocates per call. ``NOT_PREPARED`` when a
-    launch takes a tensor that is not among ``tensors``; None when it cannot be prepared now
-    (a launch not bound, a hook set, the interpreter)."""
+    call; ``fresh`` indexes the tensors the op allocates per call. None when it cannot be
+    prepared (a launch not bound or taking a tensor not among ``tensors``, a hook set, the
+    interpreter)."""
     if any(_fast_path_off(item.kernel) for item in launches):
         return None  # the interpreter's kernels among them: no driver to ask either
     if any(tensors[index].data_ptr() % 16 for index in fresh):
@@ -346,7 +333,7 @@ def prepare_call(launches, tensors: tuple, fresh: tuple = ()):
             if arg.__class__ is torch.Tensor:
                 index = next((i for i, t in enumerate(tensors) if t is arg), None)
                 if index is None:
-                    return NOT_PREPARED
+                    return None
                 slots.append((position, index))
                 constants.append(None)
             else:

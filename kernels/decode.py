@@ -31,10 +31,10 @@ from ._checks import (
     check_tensor,
     check_topk_geometry,
 )
-from ._fast_launch import NOT_PREPARED, prepare_call, remember_prepared
+from ._fast_launch import prepare_call, remember_prepared
 from ._launch import KernelLaunch, call_key, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
-from .topk import checked_topk_launches
+from .topk import allocate_workspace, checked_topk_call
 
 __all__ = [
     "DecodeConfig",
@@ -350,27 +350,28 @@ def qsa_select_paged_decode(
     """
     tensors = (q, k_cache, page_table, visible_blocks, block_indices)
     key = call_key(tensors, (token_topk, compress_ratio, decode_query_len))
-    call, logits_shape = _prepared_selects.get(key, (None, None))
-    if call is not None and call is not NOT_PREPARED:
+    call, logits_shape, sizes = _prepared_selects.get(key, (None, None, ()))
+    if call is not None:
         logits = torch.empty(logits_shape, dtype=torch.float32, device=q.device)
-        if call.run((*tensors, logits)):
+        if call.run((*tensors, logits, *allocate_workspace(logits, sizes))):
             return
     block_topk = check_topk_geometry(token_topk, compress_ratio)
     geometry = _check_decode(q, k_cache, page_table, visible_blocks, decode_query_len)
     check_block_indices(block_indices, q, block_topk)
     logits_shape = (q.shape[0], page_table.shape[1] * geometry[2])
     logits = torch.empty(logits_shape, dtype=torch.float32, device=q.device)
+    # every argument of the top-k is checked above (the logits are ours)
+    topk, sizes, workspace = checked_topk_call(logits, visible_blocks, block_topk, block_indices)
     launches = [
         _scores_launch(
             q, k_cache, page_table, visible_blocks, logits, decode_query_len, geometry, None
         ),
-        # every argument of the top-k is checked above (the logits are ours)
-        *checked_topk_launches(logits, visible_blocks, block_topk, block_indices),
+        *topk,
     ]
     for launch in launches:
         launch.run()
-    if key is not None and call is not NOT_PREPARED:
-        # (a split top-k's workspace is allocated per call: NOT_PREPARED)
-        call = prepare_call(launches, (*tensors, logits), fresh=(len(tensors),))
+    if key is not None:
+        fresh = tuple(range(len(tensors), len(tensors) + 1 + len(workspace)))
+        call = prepare_call(launches, (*tensors, logits, *workspace), fresh=fresh)
         if call is not None:
-            remember_prepared(_prepared_selects, key, (call, logits_shape))
+            remember_prepared(_prepared_selects, key, (call, logits_shape, sizes))

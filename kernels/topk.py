@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from ._checks import check_int, check_same_device, check_shape, check_tensor
-from ._fast_launch import NOT_PREPARED, prepare_call, remember_prepared
+from ._fast_launch import prepare_call, remember_prepared
 from ._launch import KernelLaunch, call_key, cdiv, next_power_of_2
 
 __all__ = [
@@ -533,10 +533,18 @@ def _split_finish_kernel(
         )
 
 
-def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaunch]:
+def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> tuple[int, ...]:
+    """The int32 workspace regions one top-k call needs (none off the split path)."""
+    if cfg.path != "split":
+        return ()
+    nchunks = cdiv(num_cols, cfg.block)
+    return (2 * num_rows, num_rows * nchunks, num_rows * cfg.candidates)
+
+
+def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[KernelLaunch]:
     rows, num_cols = logits.shape
     nchunks = cdiv(num_cols, cfg.block)
-    counts, bounds, cands = _workspace(logits, 2 * rows, rows * nchunks, rows * cfg.candidates)
+    counts, bounds, cands = workspace
     stride = logits.stride(0)
     grid = (rows, nchunks)
     finish_apart = cfg.finish_warps > 0
@@ -587,6 +595,11 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig) -> list[KernelLaun
     return launches
 
 
+def allocate_workspace(logits, sizes: tuple[int, ...]) -> tuple:
+    """The regions of :func:`workspace_sizes`, on ``logits``' device."""
+    return tuple(_workspace(logits, *sizes)) if sizes else ()
+
+
 def _workspace(logits, *sizes):
     """int32 regions of one allocation, each 16-byte aligned (a stable specialization); not
     initialized: the split path's bound launch zeroes what is accumulated into."""
@@ -612,10 +625,17 @@ def ragged_topk_launches(
 def checked_topk_launches(logits, lengths, k, out, config: TopkConfig | None = None):
     """:func:`ragged_topk_launches` for arguments a caller has already checked as
     ``_check_topk`` does (the selects: their logits are their own)."""
+    return checked_topk_call(logits, lengths, k, out, config)[0]
+
+
+def checked_topk_call(logits, lengths, k, out, config: TopkConfig | None = None):
+    """(launches, workspace sizes, the workspace regions they use) of one checked top-k call."""
     cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0])
     if cfg.path == "split":
-        return _split_launches(logits, lengths, k, out, cfg)
-    return [_per_row_launch(logits, lengths, k, out, cfg)]
+        sizes = workspace_sizes(logits.shape[0], logits.shape[1], cfg)
+        workspace = allocate_workspace(logits, sizes)
+        return _split_launches(logits, lengths, k, out, cfg, workspace), sizes, workspace
+    return [_per_row_launch(logits, lengths, k, out, cfg)], (), ()
 
 
 def _check_topk(logits, lengths, k, out):
@@ -669,17 +689,18 @@ def ragged_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
     programs). No host-device synchronization."""
     tensors = (logits, lengths, out)
     key = call_key(tensors, (k,))
-    call = _prepared_topks.get(key)
-    if call is not None and call.run(tensors):
+    call, sizes = _prepared_topks.get(key, (None, ()))
+    if call is not None and call.run((*tensors, *allocate_workspace(logits, sizes))):
         return
-    launches = ragged_topk_launches(logits, lengths, k, out)
+    _check_topk(logits, lengths, k, out)
+    launches, sizes, workspace = checked_topk_call(logits, lengths, k, out)
     for launch in launches:
         launch.run()
-    if key is not None and call is not NOT_PREPARED:
-        # (the split path's workspace is allocated per call: NOT_PREPARED)
-        call = prepare_call(launches, tensors)
+    if key is not None:
+        fresh = tuple(range(len(tensors), len(tensors) + len(workspace)))
+        call = prepare_call(launches, (*tensors, *workspace), fresh=fresh)
         if call is not None:
-            remember_prepared(_prepared_topks, key, call)
+            remember_prepared(_prepared_topks, key, (call, sizes))
 
 
 # checked calls by call_key, replayed without their checks and launch choices

@@ -238,6 +238,14 @@ def op_launches():
         lambda: qsa_select_paged_decode(q, k_cache, table, visible, 64, 4, 1, block_indices),
         [q, k_cache, table, visible, block_indices],
     )
+    # a table wide enough for the split top-k: its workspace is allocated on every call
+    wide = torch.randint(0, 40, (2, 600), generator=gen, dtype=torch.int32)
+    wide_visible = torch.tensor([9600, 9000], dtype=torch.int32)
+    compare(
+        "decode_select_split",
+        lambda: qsa_select_paged_decode(q, k_cache, wide, wide_visible, 64, 4, 1, block_indices),
+        [q, k_cache, wide, wide_visible, block_indices],
+    )
     results["decode_select_still_checked"] = _refusals_after_preparation(
         lambda **kw: qsa_select_paged_decode(
             kw.get("q", q), k_cache, table, visible, 64, 4, 1, kw.get("out", block_indices)

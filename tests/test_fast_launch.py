@@ -54,6 +54,7 @@ def test_a_launch_hook_keeps_the_launch_on_tritons_path(findings):
         "topk_40000x2048",
         "topk_split_apart",
         "decode_select",
+        "decode_select_split",
         "prefill_select",
         "expand",
     ],
@@ -63,7 +64,9 @@ def test_every_op_launches_the_same_kernels_on_the_fast_path(findings, op):
     assert findings["ops"][op]["launches"] >= 1
 
 
-@pytest.mark.parametrize("op", ["topk_3000x64", "decode_select", "expand"])
+@pytest.mark.parametrize(
+    "op", ["topk_3000x64", "topk_12000x512", "decode_select", "decode_select_split", "expand"]
+)
 def test_a_repeated_op_call_replays_its_prepared_launches(findings, op):
     # one prepared replay per call of the op made on the fast path
     assert findings["ops"][op]["prepared"] == 1, findings["ops"][op]

@@ -126,20 +126,23 @@ def test_fast_launch_path_gives_tritons_results():
 
 
 def test_prepared_op_calls_give_tritons_results_eagerly_and_in_a_graph():
-    """Repeated calls of the decode select, ragged_topk (one program per row) and the expansion
-    replay their prepared launches: the same results as launches through Triton, eagerly and
-    replayed from a CUDA graph captured while replaying."""
+    """Repeated calls of the decode select, ragged_topk (one program per row, and split) and the
+    expansion replay their prepared launches: the same results as launches through Triton,
+    eagerly and replayed from a CUDA graph captured while replaying."""
     from kernels import expand_qsa_block_indices
     from kernels._fast_launch import fast_launch_stats, triton_launches_only
 
     q, k_cache, page_table, visible = _decode_case(8, 1, torch.bfloat16, width=32, seed=5)
     logits = torch.randn(8, 4096, device="cuda")
     lengths = torch.randint(0, 4097, (8,), device="cuda", dtype=torch.int32)
+    wide = torch.randn(4, 32768, device="cuda")  # the split path: a workspace every call
+    wide_lengths = torch.tensor([32768, 512, 20000, 9000], device="cuda", dtype=torch.int32)
     positions = visible.clone() * 4 + 3
     outs = [
         torch.empty(8, 512, dtype=torch.int32, device="cuda"),
         torch.empty(8, 300, dtype=torch.int32, device="cuda"),
         torch.empty(8, 2048 + 4, dtype=torch.int32, device="cuda"),
+        torch.empty(4, 512, dtype=torch.int32, device="cuda"),
     ]
 
     def run_ops():
@@ -148,9 +151,15 @@ def test_prepared_op_calls_give_tritons_results_eagerly_and_in_a_graph():
         qsa_select_paged_decode(q, k_cache, page_table, visible, 2048, 4, 1, outs[0])
         ragged_topk(logits, lengths, 300, outs[1])
         expand_qsa_block_indices(outs[0], positions, visible, 4, 2048, outs[2])
+        ragged_topk(wide, wide_lengths, 512, outs[3])
 
     def results():
-        return [outs[0].sort(dim=1).values, outs[1].sort(dim=1).values, outs[2].clone()]
+        return [
+            outs[0].sort(dim=1).values,
+            outs[1].sort(dim=1).values,
+            outs[2].clone(),
+            outs[3].sort(dim=1).values,
+        ]
 
     with triton_launches_only():
         run_ops()
@@ -159,7 +168,7 @@ def test_prepared_op_calls_give_tritons_results_eagerly_and_in_a_graph():
     before = fast_launch_stats()["prepared"]
     run_ops()
     torch.cuda.synchronize()
-    assert fast_launch_stats()["prepared"] - before == 3
+    assert fast_launch_stats()["prepared"] - before == 4
     assert all(torch.equal(g, w) for g, w in zip(results(), want))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
