@@ -15,8 +15,10 @@ in-memory caches, compiling only what is truly missing, and an optional strict n
 5. ``rebuild``: what is still missing, damaged or stale, compiled over a process pool (once
    across the processes, and through the tier's locks the hosts, starting together);
 6. ``load``: every spec into Triton's in-memory cache, from the verified bytes;
-7. ``prepare_gpu``: C launchers built at once, binaries put on the GPU;
-8. ``register_strict``: the plan joins the process's strict-mode union.
+7. ``give_autotune_winners``: a recording's measured ``triton.autotune`` winners handed to
+   their autotuners (no benchmark for those keys);
+8. ``prepare_gpu``: C launchers built at once, binaries put on the GPU;
+9. ``register_strict``: the plan joins the process's strict-mode union.
 
 Fault handling: a read-only cache is read, and anything missing compiles into the user's
 overlay (or a memory-backed folder) with a warning; a write that fails (ENOSPC) keeps the
@@ -62,6 +64,7 @@ __all__ = [
     "fetch_remote",
     "rebuild",
     "load",
+    "give_autotune_winners",
     "prepare_gpu",
     "register_strict",
 ]
