@@ -259,15 +259,15 @@ class PreparedCall:
         self._generation = generation
 
     def run(self, tensors: tuple) -> bool:
-        """Launch with ``tensors``; False, having launched nothing, when the call must go the
-        checked way instead."""
+        """:meth:`ready`, then :meth:`launch`."""
+        return self.ready() and self.launch(tensors)
+
+    def ready(self) -> bool:
+        """Whether a replay may be made now (asked before the op allocates its own tensors):
+        the same device and knobs, no hooks, Triton still holding every bound kernel."""
         if self._generation != _prepared_generation[0] or getattr(_local, "triton_only", False):
             return False
-        for index in self._fresh:
-            if tensors[index].data_ptr() % 16:
-                return False
-        active = driver.active
-        device = active.get_current_device()
+        device = driver.active.get_current_device()
         if device != self._device or _knob_state() != self._knobs:
             return False
         for step in self._steps:
@@ -278,7 +278,15 @@ class PreparedCall:
                 or _fast_path_off(step.kernel)
             ):
                 return False
-        stream = active.get_current_stream(device)
+        return True
+
+    def launch(self, tensors: tuple) -> bool:
+        """Launch with ``tensors`` after :meth:`ready`; False, having launched nothing, when a
+        tensor the op allocated is not 16-byte aligned as at preparation."""
+        for index in self._fresh:
+            if tensors[index].data_ptr() % 16:
+                return False
+        stream = driver.active.get_current_stream(self._device)
         for step in self._steps:
             args = list(step.args)
             for position, index in step.slots:

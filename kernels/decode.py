@@ -351,9 +351,9 @@ def qsa_select_paged_decode(
     tensors = (q, k_cache, page_table, visible_blocks, block_indices)
     key = call_key(tensors, (token_topk, compress_ratio, decode_query_len))
     call, logits_shape, sizes = _prepared_selects.get(key, (None, None, ()))
-    if call is not None:
+    if call is not None and call.ready():
         logits = torch.empty(logits_shape, dtype=torch.float32, device=q.device)
-        if call.run((*tensors, logits, *allocate_workspace(logits, sizes))):
+        if call.launch((*tensors, logits, *allocate_workspace(logits, sizes))):
             return
     block_topk = check_topk_geometry(token_topk, compress_ratio)
     geometry = _check_decode(q, k_cache, page_table, visible_blocks, decode_query_len)

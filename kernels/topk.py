@@ -690,8 +690,9 @@ def ragged_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
     tensors = (logits, lengths, out)
     key = call_key(tensors, (k,))
     call, sizes = _prepared_topks.get(key, (None, ()))
-    if call is not None and call.run((*tensors, *allocate_workspace(logits, sizes))):
-        return
+    if call is not None and call.ready():
+        if call.launch((*tensors, *allocate_workspace(logits, sizes))):
+            return
     _check_topk(logits, lengths, k, out)
     launches, sizes, workspace = checked_topk_call(logits, lengths, k, out)
     for launch in launches:
