@@ -45,7 +45,6 @@ __all__ = [
     "fast_launch_stats",
     "forget_fast_launches",
     "PreparedCall",
-    "prepare_call",
     "prepared_generation",
     "remember_prepared",
 ]
@@ -300,19 +299,28 @@ class PreparedCall:
 _MAX_PREPARED = 256  # per op: a deployment reaches a few geometries
 
 
-def remember_prepared(calls: dict, key, value) -> None:
-    """Keep ``value`` under ``key`` in an op's prepared calls; an op that sees an endless
-    stream of new geometries starts its dict over rather than growing it."""
+def remember_prepared(
+    calls: dict, key, launches, tensors: tuple, *, fresh: int = 0, extra=None
+) -> None:
+    """Prepare the launches one checked op call just made (the last ``fresh`` of ``tensors``
+    are the ones the op allocated itself) and keep ``(call, extra)`` under the call's key in
+    the op's dict; nothing when the key is None or the call cannot be prepared. An op that
+    sees an endless stream of new geometries starts its dict over rather than growing it."""
+    if key is None:
+        return
+    call = _prepare_call(launches, tensors, tuple(range(len(tensors) - fresh, len(tensors))))
+    if call is None:
+        return
     if len(calls) >= _MAX_PREPARED:
         calls.clear()
-    calls[key] = value
+    calls[key] = (call, extra)
 
 
 def _knob_state() -> tuple:
     return (knobs.runtime.debug, knobs.compilation.instrumentation_mode)
 
 
-def prepare_call(launches, tensors: tuple, fresh: tuple = ()):
+def _prepare_call(launches, tensors: tuple, fresh: tuple):
     """A PreparedCall replaying ``launches`` (each with ``kernel``, ``grid``, ``args`` and
     ``options``, every one already launched on the fast path) with the tensors of a later
     call; ``fresh`` indexes the tensors the op allocates per call. None when it cannot be

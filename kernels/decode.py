@@ -31,7 +31,7 @@ from ._checks import (
     check_tensor,
     check_topk_geometry,
 )
-from ._fast_launch import prepare_call, remember_prepared
+from ._fast_launch import remember_prepared
 from ._launch import KernelLaunch, call_key, cdiv, interpreting, next_power_of_2
 from ._scoring import load_query_tile, score_columns
 from .topk import allocate_workspace, checked_topk_call
@@ -350,7 +350,7 @@ def qsa_select_paged_decode(
     """
     tensors = (q, k_cache, page_table, visible_blocks, block_indices)
     key = call_key(tensors, (token_topk, compress_ratio, decode_query_len))
-    call, logits_shape, sizes = _prepared_selects.get(key, (None, None, ()))
+    call, (logits_shape, sizes) = _prepared_selects.get(key, (None, (None, ())))
     if call is not None and call.ready():
         logits = torch.empty(logits_shape, dtype=torch.float32, device=q.device)
         if call.launch((*tensors, logits, *allocate_workspace(logits, sizes))):
@@ -370,8 +370,11 @@ def qsa_select_paged_decode(
     ]
     for launch in launches:
         launch.run()
-    if key is not None:
-        fresh = tuple(range(len(tensors), len(tensors) + 1 + len(workspace)))
-        call = prepare_call(launches, (*tensors, logits, *workspace), fresh=fresh)
-        if call is not None:
-            remember_prepared(_prepared_selects, key, (call, logits_shape, sizes))
+    remember_prepared(
+        _prepared_selects,
+        key,
+        launches,
+        (*tensors, logits, *workspace),
+        fresh=1 + len(workspace),
+        extra=(logits_shape, sizes),
+    )

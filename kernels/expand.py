@@ -26,7 +26,7 @@ from ._checks import (
     check_tensor,
     check_topk_geometry,
 )
-from ._fast_launch import prepare_call, remember_prepared
+from ._fast_launch import remember_prepared
 from ._launch import KernelLaunch, call_key, cdiv, next_power_of_2
 
 __all__ = ["ExpandConfig", "expand_launch_config", "expand_launch", "expand_qsa_block_indices"]
@@ -152,17 +152,14 @@ def expand_qsa_block_indices(
     """Expand compressed blocks and compact the causal tail of the open group into ``out``."""
     tensors = (block_indices, query_positions, visible_blocks, out)
     key = call_key(tensors, (compress_ratio, token_topk))
-    call = _prepared_expands.get(key)
+    call, _ = _prepared_expands.get(key, (None, None))
     if call is not None and call.run(tensors):
         return
     launch = expand_launch(
         block_indices, query_positions, visible_blocks, compress_ratio, token_topk, out
     )
     launch.run()
-    if key is not None:
-        call = prepare_call([launch], tensors)
-        if call is not None:
-            remember_prepared(_prepared_expands, key, call)
+    remember_prepared(_prepared_expands, key, [launch], tensors)
 
 
 # checked calls by call_key, replayed without their checks and launch choices

@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from ._checks import check_int, check_same_device, check_shape, check_tensor
-from ._fast_launch import prepare_call, remember_prepared
+from ._fast_launch import remember_prepared
 from ._launch import KernelLaunch, call_key, cdiv, next_power_of_2
 
 __all__ = [
@@ -596,21 +596,19 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
 
 
 def allocate_workspace(logits, sizes: tuple[int, ...]) -> tuple:
-    """The regions of :func:`workspace_sizes`, on ``logits``' device."""
-    return tuple(_workspace(logits, *sizes)) if sizes else ()
-
-
-def _workspace(logits, *sizes):
-    """int32 regions of one allocation, each 16-byte aligned (a stable specialization); not
-    initialized: the split path's bound launch zeroes what is accumulated into."""
+    """The int32 regions of :func:`workspace_sizes` (none for no sizes), one allocation on
+    ``logits``' device, each 16-byte aligned (a stable specialization); not initialized: the
+    split path's bound launch zeroes what is accumulated into."""
     from ._launch import TensorMeta
 
+    if not sizes:
+        return ()
     padded = [cdiv(size, 4) * 4 for size in sizes]
     if isinstance(logits, TensorMeta):  # planning: only dtype and alignment matter
-        return [TensorMeta((size,), torch.int32) for size in padded]
+        return tuple(TensorMeta((size,), torch.int32) for size in padded)
     total = sum(padded)
     flat = torch.empty(max(total, 1), dtype=torch.int32, device=logits.device)
-    return flat.split_with_sizes(padded) if total else [flat] * len(sizes)
+    return tuple(flat.split_with_sizes(padded)) if total else (flat,) * len(sizes)
 
 
 def ragged_topk_launches(
@@ -697,11 +695,9 @@ def ragged_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
     launches, sizes, workspace = checked_topk_call(logits, lengths, k, out)
     for launch in launches:
         launch.run()
-    if key is not None:
-        fresh = tuple(range(len(tensors), len(tensors) + len(workspace)))
-        call = prepare_call(launches, (*tensors, *workspace), fresh=fresh)
-        if call is not None:
-            remember_prepared(_prepared_topks, key, (call, sizes))
+    remember_prepared(
+        _prepared_topks, key, launches, (*tensors, *workspace), fresh=len(workspace), extra=sizes
+    )
 
 
 # checked calls by call_key, replayed without their checks and launch choices
