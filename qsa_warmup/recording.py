@@ -260,22 +260,21 @@ class Recording:
         body = data.get("recording") if isinstance(data, dict) else None
         if not isinstance(body, dict) or not isinstance(body.get("requests"), list):
             raise ConfigError(source, "not a recording")
-        requests, problems = [], []
-        for number, obj in enumerate(body["requests"], 1):
-            tagged = {"format": FORMAT, "version": body.get("version", VERSION), **obj}
-            request, problem = _request_from(tagged, f"{source}:{number}")
-            if problem:
-                problems.append(problem)
-            else:
-                requests.append(request)
-        winners = []
-        for number, obj in enumerate(body.get("winners") or [], 1):
-            tagged = {"format": FORMAT, "version": body.get("version", VERSION), **obj}
-            winner, problem = _winner_from(tagged, f"{source}:winner {number}")
-            if problem:
-                problems.append(problem)
-            else:
-                winners.append(winner)
+        version, problems = body.get("version", VERSION), []
+
+        def parsed(objs, parse, where):
+            items = []
+            for number, obj in enumerate(objs, 1):
+                tagged = {"format": FORMAT, "version": version, **obj}
+                item, problem = parse(tagged, f"{source}:{where}{number}")
+                if problem:
+                    problems.append(problem)
+                else:
+                    items.append(item)
+            return items
+
+        requests = parsed(body["requests"], _request_from, "")
+        winners = parsed(body.get("winners") or [], _winner_from, "winner ")
         if problems:
             raise RecordingError(source, problems)
         return cls(list(body.get("files", [])), requests, winners=winners)
@@ -294,7 +293,7 @@ class Recording:
             if autotuner is None:
                 problems.append(f"{name}: no triton.autotune kernel of that name to give its "
                                 "recorded winner to; record again")  # fmt: skip
-            elif tc.source_hash(_jit_under(autotuner)) != winner.source_hash:
+            elif tc.source_hash(tc.tuned_jit_function(autotuner)) != winner.source_hash:
                 problems.append(f"{name}: source changed since its winner was recorded; "
                                 "record again")  # fmt: skip
             elif not tc.apply_autotune_winner(autotuner, winner):
@@ -334,13 +333,6 @@ class Recording:
         return _planner_digest(
             f"{self.geometry_hash()}|{self.retarget}|{tc.binding_knobs()}".encode()
         )
-
-
-def _jit_under(autotuner):
-    fn = autotuner.fn
-    while not tc.is_jit_function(fn):
-        fn = fn.fn
-    return fn
 
 
 @functools.lru_cache(maxsize=8)

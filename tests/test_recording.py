@@ -323,15 +323,28 @@ tuned_kernel[lambda m: (triton.cdiv(100, m["BLOCK"]),)](x, 100)
 """
 
 
-def test_autotuned_kernel_records_every_config_and_check_says_so(tmp_path):
-    (tmp_path / "tuned.py").write_text(AUTOTUNED)
-    (tmp_path / "run_tuned.py").write_text(RUN_TUNED)
-    env = child_env()
-    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
-    rec, cache = tmp_path / "tuned.rec", tmp_path / "cache"
-    p = cli("record", "--target", "sm_90", "--out", rec, "--", sys.executable,
-            tmp_path / "run_tuned.py", env=env)  # fmt: skip
+@pytest.fixture(scope="module")
+def tuned_recorded(tmp_path_factory):
+    """The autotuned kernel's module, a script that runs it, and its recording (tuned.rec),
+    made once for the module under the offline driver."""
+    folder = tmp_path_factory.mktemp("tuned")
+    (folder / "tuned.py").write_text(AUTOTUNED)
+    (folder / "run_tuned.py").write_text(RUN_TUNED)
+    p = cli("record", "--target", "sm_90", "--out", folder / "tuned.rec", "--", sys.executable,
+            folder / "run_tuned.py", env=_env(folder))  # fmt: skip
     assert p.returncode == 0, p.stderr
+    return folder
+
+
+@pytest.fixture
+def tuned(tuned_recorded, tmp_path):
+    """A copy of ``tuned_recorded`` of this test's own (its recording may be edited)."""
+    shutil.copytree(tuned_recorded, tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def test_autotuned_kernel_records_every_config_and_check_says_so(tuned):
+    env, rec, cache = _env(tuned), tuned / "tuned.rec", tuned / "cache"
     lines = _lines(rec)
     requests = [r for r in lines if r.get("kind") != "autotune-winner"]
     winners = [r for r in lines if r.get("kind") == "autotune-winner"]
@@ -357,18 +370,11 @@ print(json.dumps(dict(given=r.autotune_winners, warnings=r.warnings, cache=cache
 """
 
 
-def test_measured_autotune_winners_are_given_to_the_servers_autotuner(tmp_path):
+def test_measured_autotune_winners_are_given_to_the_servers_autotuner(tuned):
     # A recording made on a GPU marks its winners measured; here the offline recording's line
     # is marked so (no GPU on this box; tests/test_gpu_recording.py records one on a GPU).
-    (tmp_path / "tuned.py").write_text(AUTOTUNED)
-    (tmp_path / "run_tuned.py").write_text(RUN_TUNED)
-    (tmp_path / "give.py").write_text(GIVE_WINNERS)
-    env = child_env()
-    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
-    rec, cache = tmp_path / "tuned.rec", tmp_path / "cache"
-    p = cli("record", "--target", "sm_90", "--out", rec, "--", sys.executable,
-            tmp_path / "run_tuned.py", env=env)  # fmt: skip
-    assert p.returncode == 0, p.stderr
+    (tuned / "give.py").write_text(GIVE_WINNERS)
+    env, rec, cache = _env(tuned), tuned / "tuned.rec", tuned / "cache"
     lines = _lines(rec)
     for line in lines:
         if line.get("kind") == "autotune-winner":
@@ -380,8 +386,8 @@ def test_measured_autotune_winners_are_given_to_the_servers_autotuner(tmp_path):
     assert "winners measured on sm_90 for 1 keys are stored" in p.stdout, p.stdout
 
     def give():
-        out = subprocess.run([sys.executable, tmp_path / "give.py", rec, cache], env=env,
-                             capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+        out = subprocess.run([sys.executable, tuned / "give.py", rec, cache], env=env,
+                             capture_output=True, text=True, cwd=tuned)  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -30,6 +30,7 @@ from .autotune import (
     apply_autotune_winner,
     find_autotuner,
     recording_autotune_winners,
+    tuned_jit_function,
     winner_of,
 )
 from .cache_managers import (
@@ -105,6 +106,7 @@ __all__ = [
     "apply_autotune_winner",
     "find_autotuner",
     "recording_autotune_winners",
+    "tuned_jit_function",
     "winner_of",
     # targets
     "GPUTarget",

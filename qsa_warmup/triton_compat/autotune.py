@@ -11,7 +11,6 @@ pre-hook included), never as a new one."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 import threading
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
@@ -25,6 +24,7 @@ __all__ = [
     "recording_autotune_winners",
     "apply_autotune_winner",
     "find_autotuner",
+    "tuned_jit_function",
     "winner_of",
 ]
 
@@ -114,19 +114,15 @@ def winner_of(autotuner, key: tuple, config_items: tuple) -> AutotuneWinner:
     """The winner an autotuner chose for ``key`` on the active driver's target."""
     from triton.runtime.driver import driver
 
-    from .loader import is_jit_function
     from .recorded import source_hash
     from .targets import OfflineDriver, target_name
 
     fn = autotuner.base_fn
-    jit = autotuner.fn
-    while not is_jit_function(jit):
-        jit = jit.fn
     active = driver.active
     return AutotuneWinner(
         module=fn.__module__,
         qualname=fn.__qualname__,
-        source_hash=source_hash(jit),
+        source_hash=source_hash(tuned_jit_function(autotuner)),
         key=tuple(key),
         config=config_items,
         target=target_name(active.get_current_target()),
@@ -136,19 +132,21 @@ def winner_of(autotuner, key: tuple, config_items: tuple) -> AutotuneWinner:
 
 def find_autotuner(module: str, qualname: str):
     """The Autotuner ``module.qualname`` names or wraps (under heuristics), else None."""
+    from .recorded import KernelNotFound, named_object, unwrapped
+
     try:
-        obj = importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - the caller names the kernel and the fix
+        obj = named_object(module, qualname)
+    except KernelNotFound:  # the caller names the kernel and the fix
         return None
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    for _ in range(8):
-        if isinstance(obj, Autotuner):
-            return obj
-        obj = getattr(obj, "fn", None)
-    return None
+    return unwrapped(obj, lambda o: isinstance(o, Autotuner))
+
+
+def tuned_jit_function(autotuner):
+    """The JITFunction an autotuner tunes (under any heuristics between them)."""
+    from .loader import is_jit_function
+    from .recorded import unwrapped
+
+    return unwrapped(autotuner.fn, is_jit_function)
 
 
 def apply_autotune_winner(autotuner, winner: AutotuneWinner) -> bool:

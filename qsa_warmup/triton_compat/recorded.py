@@ -26,6 +26,8 @@ __all__ = [
     "recording_requests",
     "source_hash",
     "resolve_jit_function",
+    "named_object",
+    "unwrapped",
     "KernelNotFound",
     "recorded_compile_hash",
     "preload_recorded",
@@ -118,6 +120,15 @@ def resolve_jit_function(module: str, qualname: str):
             "defined in the script the recorded process ran",
             "define it in a module the server imports, and record again",
         )
+    fn = unwrapped(named_object(module, qualname), is_jit_function)
+    if fn is None:
+        raise KernelNotFound(module, qualname, "not a Triton JIT function")
+    return fn
+
+
+def named_object(module: str, qualname: str):
+    """The object ``module.qualname`` names; KernelNotFound when the module cannot be imported
+    here or does not define it."""
     try:
         obj = importlib.import_module(module)
     except Exception as exc:  # any import failure: the build host lacks the code
@@ -126,11 +137,17 @@ def resolve_jit_function(module: str, qualname: str):
         obj = getattr(obj, part, None)
         if obj is None:
             raise KernelNotFound(module, qualname, f"{module} has no {qualname}")
-    for _ in range(8):  # Autotuner / Heuristics wrap the JITFunction as .fn
-        if is_jit_function(obj):
+    return obj
+
+
+def unwrapped(obj, wanted: Callable[[object], bool]):
+    """``obj`` or the first object it wraps as ``.fn`` (Autotuner and Heuristics wrap the
+    JITFunction so) for which ``wanted`` holds; None if none does."""
+    for _ in range(8):
+        if obj is None or wanted(obj):
             return obj
         obj = getattr(obj, "fn", None)
-    raise KernelNotFound(module, qualname, "not a Triton JIT function")
+    return None
 
 
 def recorded_compile_hash(fn, specialization: str) -> str:
