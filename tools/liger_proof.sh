@@ -2,10 +2,11 @@
 # The Liger-Kernel proof of zero JIT (GPU). Parts:
 #   record OUTDIR [pack]     plain Triton on an empty cache over the cover set, recorded
 #                            (OUTDIR/liger.rec); with "pack", its Triton cache packed too
-#                            (OUTDIR/triton_cache.tar.xz, for serve's TRITON_TAR)
-#   serve OUTDIR REC CACHE [TRITON_TAR]
+#                            (OUTDIR/triton_cache.tar.xz, for serve's TRITON_CACHE)
+#   serve OUTDIR REC CACHE [TRITON_CACHE]
 #                            plain Triton over the cover set on an empty cache (Triton's cold
-#                            start; skipped when TRITON_TAR brings its cache); a fresh random
+#                            start; skipped when TRITON_CACHE, a packed cache from "record
+#                            OUTDIR pack" or a folder of Triton's cache, brings it); a fresh random
 #                            sweep, plain Triton (the reference) and warmed from CACHE (built
 #                            offline from REC) under strict error, scope all; the cover set warmed
 #                            from CACHE and from Triton's own warm cache, each in a fresh process;
@@ -23,9 +24,10 @@ case $part in
       $sweep --cases cover --no-digests --json "$out/record.json"
     if [ "${1:-}" = pack ]; then tar -C /tmp -cJf "$out/triton_cache.tar.xz" liger_tc; fi ;;
   serve)
-    rec=${1:?recording}; cache=${2:?cache}; tar=${3:-}
+    rec=${1:?recording}; cache=${2:?cache}; given=${3:-}
     rm -rf /tmp/liger_tc
-    if [ -n "$tar" ]; then tar -C /tmp -xJf "$tar"
+    if [ -d "$given" ]; then cp -r "$given" /tmp/liger_tc
+    elif [ -n "$given" ]; then tar -C /tmp -xJf "$given"
     else  # Triton's own cache, filled by plain Triton over the cover set: its cold start
       TRITON_CACHE_DIR=/tmp/liger_tc $sweep --cases cover --no-digests --json "$out/triton_cold.json"
     fi
