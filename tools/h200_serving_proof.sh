@@ -6,6 +6,7 @@
 # Usage: tools/h200_serving_proof.sh OUTDIR [PROCS]
 set -u
 out=${1:?outdir}; procs=${2:-4}
+mkdir -p "$out"
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 base=$(mktemp -d /tmp/serve-XXXX); chmod 755 "$base"
 sim() { python3 tools/serve_sim.py --procs "$procs" --cache-dir "$base/$1" --label "$2" --json "$out/serve_$2.json"; }
