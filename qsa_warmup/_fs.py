@@ -25,6 +25,7 @@ __all__ = [
     "read_json",
     "UNREADABLE",
     "sha256_bytes",
+    "files_digest",
     "held_lock",
     "file_mode",
     "can_create_in",
@@ -97,6 +98,16 @@ def read_json(path: str):
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def files_digest(paths, *, seed: bytes = b"") -> str:
+    """16 hex digits of a sha256 over ``seed``, then each file's base name and bytes in the
+    order given: the identity of the source files a computation depends on."""
+    h = hashlib.sha256(seed)
+    for path in paths:
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + f.read())
+    return h.hexdigest()[:16]
 
 
 @contextlib.contextmanager

@@ -404,8 +404,8 @@ class BoundCache:
             return Lookup(spec.id, "stale", self.stale_reason)
         return result
 
-    def _verify(self, folder: CacheFolder, spec) -> Lookup:
-        entry = read_json(self.entry_path(folder, spec.id))
+    def _verify(self, folder: CacheFolder, spec, entry_path: str | None = None) -> Lookup:
+        entry = read_json(entry_path or self.entry_path(folder, spec.id))
         if entry is None:
             return Lookup(spec.id, "missing", "not built")
         if (
@@ -437,6 +437,32 @@ class BoundCache:
         if problem:
             return Lookup(spec.id, "corrupt", problem, entry)
         return Lookup(spec.id, "ok", entry=entry, folder=folder, contents=contents)
+
+    def adopt_from_sibling(self, spec) -> bool:
+        """Give ``spec`` the verified entry another manifest of the write folder holds for it
+        (another recording or config built by this toolchain for this target that planned the
+        same kernel), so an overlapping or merged plan compiles only what is new. The entry is
+        checked as this manifest's own would be (kernel, key, compile hash, every file's
+        checksum); one that fails is left alone."""
+        folder = self.write_folder
+        if folder is None:
+            return False
+        suffix = f"-{self.target}-{self.fingerprint.digest}"
+        try:
+            names = sorted(os.listdir(folder.qsa_dir))
+        except OSError:
+            return False
+        for name in names:
+            if name == self._manifest_name or not name.endswith(suffix):
+                continue
+            path = os.path.join(folder.qsa_dir, name, "entries", f"{spec.id}.json")
+            if not os.path.isfile(path):
+                continue
+            found = self._verify(folder, spec, path)
+            if found.ok:
+                atomic_write_json(self.entry_path(folder, spec.id), found.entry)
+                return True
+        return False
 
     def loadable(self, lookup: Lookup) -> Lookup:
         """``lookup``, or an ``unloadable`` one when the kernel needs more shared memory or

@@ -1,7 +1,9 @@
 """The compile engine: build a plan's specs into a bound cache without launching them.
 
 Each spec is built by :func:`build_spec` (FlashInfer's pattern): look it up; take the spec's
-file lock; look again (another process may have built it meanwhile); only then compile.
+file lock; look again (another process may have built it meanwhile); take it from another
+manifest of the folder that built the same kernel (an overlapping recording or config); only
+then compile.
 Specs run in parallel over a process pool; concurrent processes building the same plan into
 one cache compile each spec once between them. Compiles go through ``JITFunction.warmup``
 under the target's driver, so the keys are the GPU server's.
@@ -69,9 +71,9 @@ def build_spec(
     cache: BoundCache, spec: PlannedSpec, lock_timeout: float, *, fetch: bool = True
 ) -> SpecResult:
     """Make ``spec``'s entry valid in the cache's write folder: look it up, take its file lock,
-    look again, fetch it from the shared tier (``fetch=False``: the caller just asked it),
-    and compile only if no process (on this host or, through the tier's lock, on another) has
-    built it."""
+    look again, take it from another manifest of the folder that built the same kernel, fetch
+    it from the shared tier (``fetch=False``: the caller just asked it), and compile only if no
+    process (on this host or, through the tier's lock, on another) has built it."""
     start = time.perf_counter()
     before, said = cache.tier_counters(), len(cache.tier_problems())
     repaired = False
@@ -93,6 +95,8 @@ def build_spec(
             log.warning("%s: %s; rebuilding", spec.id, found.reason)
             cache.purge(found, cache.write_folder)
             repaired = True
+        if cache.adopt_from_sibling(spec) and cache.lookup(spec).ok:
+            return result("cached")
         if fetch and cache.fill_from_tier([spec]) and cache.lookup(spec).ok:
             return result("fetched")
         with cache.build_turn(spec, lock_timeout) as fetched:

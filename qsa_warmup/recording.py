@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from . import knobs
 from . import triton_compat as tc
+from ._fs import files_digest
 from .errors import ConfigError, RecordingError
 
 log = logging.getLogger(__name__)
@@ -337,16 +338,13 @@ class Recording:
 
 @functools.lru_cache(maxsize=8)
 def _planner_digest(source: bytes) -> str:
-    h = hashlib.sha256(source)
     here = os.path.dirname(os.path.abspath(__file__))
-    for path in (
+    planners = [
         __file__,
         os.path.join(here, "planner.py"),
         os.path.join(here, "triton_compat", "recorded.py"),
-    ):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
+    ]
+    return files_digest(planners, seed=source)
 
 
 def load_recordings(paths, *, retarget: bool = False) -> Recording:

@@ -135,6 +135,42 @@ def test_record_plan_prebuild_check_explain(toy):
     assert [f["spec"] for f in failed["failing"]] == [spec]
 
 
+def test_overlapping_and_merged_recordings_compile_only_what_is_new(toy):
+    # b shares three keys with the module's recording (n = 4096, a small n not a multiple of
+    # 16, toy_add) and adds one (n = 5000: the large block, not a multiple of 16)
+    rec_a, rec_b, merged = toy / "rec.jsonl", toy / "b.jsonl", toy / "ab.jsonl"
+    _record(toy, rec_b, "4096", "5000", "3")
+    merged.write_text(rec_a.read_text() + rec_b.read_text())
+    env, cache = _env(toy), toy / "cache"
+    assert (
+        cli_json("prebuild", "--recording", rec_a, "--cache-dir", cache, env=env)["compiled"] == 4
+    )
+    built = cli_json("prebuild", "--recording", rec_b, "--cache-dir", cache, env=env)
+    assert (built["compiled"], built["cached"]) == (1, 3)
+    built = cli_json("prebuild", "--recording", merged, "--cache-dir", cache, env=env)
+    assert (built["compiled"], built["cached"]) == (0, 5)
+    assert cli_json("check", "--recording", merged, "--cache-dir", cache, env=env)["ok"] == 5
+    # another manifest's entry whose files fail their checksums is not taken: rebuilt
+    other = toy / "other"
+    cli_json("prebuild", "--recording", rec_a, "--cache-dir", other, env=env)
+    entries = [
+        json.load(open(os.path.join(root, name)))
+        for root, _, names in os.walk(other / "qsa")
+        for name in names
+        if root.endswith("entries")
+    ]
+    damaged = next(e for e in entries if e["kernel"].endswith("toy_add_kernel"))
+    binary = next(n for n in damaged["files"] if n.endswith(".cubin"))
+    with open(other / "triton" / damaged["folder"] / binary, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    built = cli_json("prebuild", "--recording", rec_b, "--cache-dir", other, env=env)
+    assert (built["compiled"], built["cached"]) == (2, 2)
+    assert cli_json("check", "--recording", rec_b, "--cache-dir", other, env=env)["ok"] == 4
+
+
 def test_recording_export_import_and_strict_warmup(toy):
     rec, cache, other = toy / "rec.jsonl", toy / "cache", toy / "imported"
     env = _env(toy)

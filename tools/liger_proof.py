@@ -21,6 +21,7 @@ only. tools/liger_proof.sh runs the record, the plain-Triton references and the 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import hashlib
 import json
 import random
@@ -165,7 +166,10 @@ def sweep(args) -> dict:
             "seconds": warm.seconds,
         }
     todo = cases(args.cases, args.seed, args.n)
+    profiler = cProfile.Profile() if args.profile_first_pass else None
     for pass_no in (1, 2):
+        if profiler is not None and pass_no == 1:
+            profiler.enable()
         for i, (op, hidden, dtype, tokens) in enumerate(todo):
             try:
                 outputs = run_case(op, hidden, dtype, tokens, seed=args.seed * 100003 + i)
@@ -185,6 +189,9 @@ def sweep(args) -> dict:
                     }
                 )
         torch.cuda.synchronize()
+        if profiler is not None and pass_no == 1:
+            profiler.disable()
+            profiler.dump_stats(args.profile_first_pass)
         now = time.perf_counter()
         report[f"{'first' if pass_no == 1 else 'second'}_pass_s"] = now - start
         start = now
@@ -244,6 +251,12 @@ def main():
     s.add_argument("--warmup", metavar="RECORDING")
     s.add_argument("--cache-dir")
     s.add_argument("--no-digests", dest="digests", action="store_false")
+    s.add_argument(
+        "--profile-first-pass",
+        metavar="FILE",
+        help="cProfile the first pass (after any warmup) into FILE; its timings then count "
+        "the profiler too",
+    )
     args = parser.parse_args()
     if args.command == "compare":
         print(json.dumps(compare(args.dir), indent=1))

@@ -13,6 +13,7 @@ import os
 import kernels
 
 from .. import triton_compat as tc
+from .._fs import files_digest
 
 __all__ = ["plan_source_digest"]
 
@@ -26,14 +27,8 @@ def plan_source_digest() -> str:
 
 @functools.lru_cache(maxsize=1)  # source files do not change under a running process
 def _source_digest() -> str:
-    h = hashlib.sha256()
     folder = os.path.dirname(kernels.__file__)
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
-            with open(os.path.join(folder, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
+    sources = [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".py")]
     here = os.path.dirname(__file__)
-    for path in (os.path.join(here, "planning.py"), os.path.join(here, "..", "planner.py")):
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
+    planners = [os.path.join(here, "planning.py"), os.path.join(here, "..", "planner.py")]
+    return files_digest(sources + planners)
