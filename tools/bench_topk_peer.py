@@ -107,10 +107,22 @@ def _usable(peer):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default="bench_topk_peer.json")
+    parser.add_argument(
+        "--shapes",
+        default=",".join(f"{r}x{c}x{k}" for r, c, k in SHAPES),
+        help="ROWSxCOLSxK, comma-separated (default: the kernel issue's table)",
+    )
     args = parser.parse_args()
+    try:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+        assert all(len(s) == 3 and min(s) > 0 for s in shapes)
+    except (ValueError, AssertionError):
+        parser.error(
+            f"--shapes {args.shapes!r}: give ROWSxCOLSxK, comma-separated, e.g. 64x32768x512"
+        )
     peer = _usable(_peer())
     report = {"gpu": torch.cuda.get_device_name(), "flashinfer": peer is not None, "cases": []}
-    for rows, cols, k in SHAPES:
+    for rows, cols, k in shapes:
         case = _case(peer, rows, cols, k)
         report["cases"].append(case)
         print(
