@@ -33,7 +33,10 @@ _SOURCES = {
     "topk": (
         "SINGLE_PASS_MAX_COLS",
         "SPLIT_FINISH_APART_MIN_ROWS",
+        "SPLIT_MANY_ROWS_MIN_COLS",
+        "SPLIT_MANY_ROWS_MIN_ROWS",
         "SPLIT_MIN_COLS",
+        "TOPK_ROW_THRESHOLDS",
         "TopkConfig",
         "ragged_topk",
         "ragged_topk_launch",
@@ -90,4 +93,7 @@ __all__ = [
     "SINGLE_PASS_MAX_COLS",
     "SPLIT_MIN_COLS",
     "SPLIT_FINISH_APART_MIN_ROWS",
+    "SPLIT_MANY_ROWS_MIN_COLS",
+    "SPLIT_MANY_ROWS_MIN_ROWS",
+    "TOPK_ROW_THRESHOLDS",
 ]

@@ -40,6 +40,9 @@ __all__ = [
     "SINGLE_PASS_MAX_COLS",
     "SPLIT_MIN_COLS",
     "SPLIT_FINISH_APART_MIN_ROWS",
+    "SPLIT_MANY_ROWS_MIN_ROWS",
+    "SPLIT_MANY_ROWS_MIN_COLS",
+    "TOPK_ROW_THRESHOLDS",
     "topk_tuning_configs",
 ]
 
@@ -72,6 +75,16 @@ SPLIT_FINISH_WARPS = 4
 # 277, 2048 rows 487 vs 533, 4096 rows 958 vs 1052; at 64 rows (fused) it loses, 39 vs 35.
 SPLIT_APART_CHUNK = 2048
 SPLIT_APART_WARPS = 4
+# From this many rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS (up to SPLIT_MIN_COLS) are
+# split too, finished apart: one program per row then runs its 33-step search in several
+# waves, while the split path's bound, scan and finish each fill the GPU. H100, 8K columns,
+# k = 512, CUDA graphs (benchmarks/kernel_work/4217df6/topk8k.txt): 1024 rows 125.7 vs 165.1
+# us, 2048 rows 232 vs 319, 4096 rows 444 vs 621; 256 rows even (44.3 vs 45.8); 64 rows and
+# fewer one program per row wins (24.5 vs 27.8).
+SPLIT_MANY_ROWS_MIN_ROWS = 1024
+SPLIT_MANY_ROWS_MIN_COLS = 4096
+# every row count at which topk_launch_config's choice can change (the planner's row classes)
+TOPK_ROW_THRESHOLDS = (SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MANY_ROWS_MIN_ROWS)
 
 
 @dataclass(frozen=True)
@@ -95,19 +108,27 @@ class TopkConfig:
 def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
     """Every launch decision of the ragged top-k (called by the launcher and the planner).
 
-    Rows wider than ``SPLIT_MIN_COLS`` are spread over many programs (``split``: a fixed chunk
+    Rows wider than ``SPLIT_MIN_COLS`` (or than ``SPLIT_MANY_ROWS_MIN_COLS`` in calls of
+    ``SPLIT_MANY_ROWS_MIN_ROWS`` rows) are spread over many programs (``split``: a fixed chunk
     whatever the width, and a candidate list sized from k: about 1.2 k candidates gather for
     well-mixed rows, so the list holds 1.5 k, at least ``SPLIT_CANDIDATES``); narrower rows take
-    one program each, widths bucketed to powers of two. Row counts only choose whether a split
-    top-k finishes its rows in a third launch (from ``SPLIT_FINISH_APART_MIN_ROWS`` rows). A
+    one program each, widths bucketed to powers of two. Row counts choose whether a split top-k
+    finishes its rows in a third launch (from ``SPLIT_FINISH_APART_MIN_ROWS`` rows) and whether
+    rows of up to ``SPLIT_MIN_COLS`` are split (``TOPK_ROW_THRESHOLDS``). A
     deployment (one k) reaches a small, known set of variants whatever its per-step sizes are."""
-    return _launch_config(num_cols, k, num_rows >= SPLIT_FINISH_APART_MIN_ROWS)
+    return _launch_config(
+        num_cols,
+        k,
+        num_rows >= SPLIT_FINISH_APART_MIN_ROWS,
+        num_rows >= SPLIT_MANY_ROWS_MIN_ROWS,
+    )
 
 
 def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkConfig]:
     """Every design the benchmarks time for one shape, by name: the dispatched config first,
-    then the alternatives a tuning run weighs against it (where rows finish, the finishing
-    warps, the chunk, the warps). The GPU tests run each of them, rerun and replayed."""
+    then the alternatives a tuning run weighs against it (one program per row where the width
+    allows it, where rows finish, the finishing warps, the chunk, the warps). The GPU tests run
+    each of them, rerun and replayed."""
     dispatched = topk_launch_config(num_cols, k, num_rows)
     configs = {"dispatched": dispatched}
     if dispatched.path == "single":
@@ -117,8 +138,11 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
                 configs[f"single.w{warps}"] = cfg
     if dispatched.path != "split":
         return configs
-    fused = topk_launch_config(num_cols, k, 1)
-    configs["fused"] = fused
+    if num_cols <= SPLIT_MIN_COLS:  # split for its row count: one program per row beside it
+        configs["single"] = _per_row_config(num_cols)
+    fused = _split_config(k, finish_apart=False)
+    if fused != dispatched:
+        configs["fused"] = fused
     for warps in (2, 4, 8):
         configs[f"apart.w{warps}"] = replace(
             fused, finish_warps=warps, collect_warps=fused.num_warps
@@ -132,34 +156,42 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
 
 
 @functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
-def _launch_config(num_cols: int, k: int, finish_apart: bool) -> TopkConfig:
-    if num_cols > SPLIT_MIN_COLS:
-        candidates = min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, next_power_of_2(k + k // 2)))
-        # group maxima: SPLIT_GROUPS_PER_KEY per key a full chunk must hold at or above its
-        # bound, for a row of 8 full chunks (a 32K row); rows with a larger share search every
-        # key. The group is the largest power of two that leaves that many groups.
-        groups_wanted = SPLIT_GROUPS_PER_KEY * cdiv(k, 8)
-        group = max(1, min(SPLIT_MAX_GROUP, next_power_of_2(SPLIT_CHUNK // groups_wanted + 1) // 2))
-        if finish_apart:  # the collect launch only scans; the finishing block sizes its own warps
-            return TopkConfig(
-                "split",
-                SPLIT_APART_CHUNK,
-                SPLIT_APART_WARPS,
-                _OUT_BLOCK,
-                candidates=candidates,
-                collect_warps=SPLIT_WARPS,
-                group=group,
-                finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512),
-            )
+def _launch_config(num_cols: int, k: int, finish_apart: bool, many_rows: bool) -> TopkConfig:
+    if num_cols > SPLIT_MIN_COLS or (many_rows and num_cols > SPLIT_MANY_ROWS_MIN_COLS):
+        return _split_config(k, finish_apart)
+    return _per_row_config(num_cols)
+
+
+def _split_config(k: int, finish_apart: bool) -> TopkConfig:
+    candidates = min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, next_power_of_2(k + k // 2)))
+    # group maxima: SPLIT_GROUPS_PER_KEY per key a full chunk must hold at or above its
+    # bound, for a row of 8 full chunks (a 32K row); rows with a larger share search every
+    # key. The group is the largest power of two that leaves that many groups.
+    groups_wanted = SPLIT_GROUPS_PER_KEY * cdiv(k, 8)
+    group = max(1, min(SPLIT_MAX_GROUP, next_power_of_2(SPLIT_CHUNK // groups_wanted + 1) // 2))
+    if finish_apart:  # the collect launch only scans; the finishing block sizes its own warps
         return TopkConfig(
             "split",
-            SPLIT_CHUNK,
-            SPLIT_WARPS,
+            SPLIT_APART_CHUNK,
+            SPLIT_APART_WARPS,
             _OUT_BLOCK,
             candidates=candidates,
-            collect_warps=max(SPLIT_WARPS, candidates // 256),
+            collect_warps=SPLIT_WARPS,
             group=group,
+            finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512),
         )
+    return TopkConfig(
+        "split",
+        SPLIT_CHUNK,
+        SPLIT_WARPS,
+        _OUT_BLOCK,
+        candidates=candidates,
+        collect_warps=max(SPLIT_WARPS, candidates // 256),
+        group=group,
+    )
+
+
+def _per_row_config(num_cols: int) -> TopkConfig:
     if num_cols > SINGLE_PASS_MAX_COLS:
         return TopkConfig("streaming", _STREAM_BLOCK, 16, _OUT_BLOCK)
     block = max(_MIN_BLOCK, next_power_of_2(max(num_cols, 1)))

@@ -6,7 +6,10 @@ import torch
 from kernels import (
     SINGLE_PASS_MAX_COLS,
     SPLIT_FINISH_APART_MIN_ROWS,
+    SPLIT_MANY_ROWS_MIN_COLS,
+    SPLIT_MANY_ROWS_MIN_ROWS,
     SPLIT_MIN_COLS,
+    TOPK_ROW_THRESHOLDS,
     TopkConfig,
     ragged_topk,
     ragged_topk_launch,
@@ -240,6 +243,34 @@ def test_topk_rows_choose_where_split_rows_finish():
         )
         assert len(launches) == count
         assert launches[1].options["FINISH"] == (count == 2)
+
+
+def test_topk_many_rows_split_rows_one_program_would_take():
+    # from SPLIT_MANY_ROWS_MIN_ROWS rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS take a
+    # wide row's finished-apart split; narrower rows, and fewer rows, one program per row
+    assert topk_launch_config(SPLIT_MIN_COLS, 512, SPLIT_MANY_ROWS_MIN_ROWS - 1).path == "single"
+    many = topk_launch_config(SPLIT_MIN_COLS, 512, SPLIT_MANY_ROWS_MIN_ROWS)
+    assert many == topk_launch_config(4 * SPLIT_MIN_COLS, 512, SPLIT_MANY_ROWS_MIN_ROWS)
+    assert many.path == "split" and many.finish_warps > 0
+    assert topk_launch_config(SPLIT_MANY_ROWS_MIN_COLS + 1, 512, 10**6).path == "split"
+    assert topk_launch_config(SPLIT_MANY_ROWS_MIN_COLS, 512, 10**6).path == "single"
+    assert set(TOPK_ROW_THRESHOLDS) == {SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MANY_ROWS_MIN_ROWS}
+
+
+@pytest.mark.parametrize("width", [SPLIT_MANY_ROWS_MIN_COLS + 1, 6000, SPLIT_MIN_COLS])
+def test_topk_many_rows_split_is_exact_at_narrower_widths(device, width):
+    # the config a call of many rows dispatches, on a few rows (the kernels do not depend on
+    # the row count): partial last chunks, short rows, ties
+    gen = torch.Generator().manual_seed(width)
+    k = 512
+    cfg = topk_launch_config(width, k, SPLIT_MANY_ROWS_MIN_ROWS)
+    logits = torch.randn(4, width, generator=gen)
+    logits[1] = logits[1].round(decimals=1)
+    lengths = torch.tensor([width, width - 77, k + 1, k], dtype=torch.int32)
+    out = torch.full((4, k), INT_POISON, dtype=torch.int32, device=device)
+    for launch in ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=cfg):
+        launch.run()
+    assert_topk_matches(out.cpu(), logits, lengths, k)
 
 
 def test_topk_split_path_by_shape_with_views(device):

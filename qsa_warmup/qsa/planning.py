@@ -144,14 +144,15 @@ def _topk_points(cfg: DeploymentConfig, arch: int):
     # Decode scores the full table width (row stride = width). Prefill scores widths in steps of
     # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
     # contract), so one prefill layout per top-k launch config stands for all of its widths.
-    # Row counts reach a second variant of a width's launches when a call can have
-    # SPLIT_FINISH_APART_MIN_ROWS rows (decode: requests x query length; prefill: a chunk's rows).
+    # Row counts reach other variants of a width's launches when a call can have as many rows
+    # as a threshold of TOPK_ROW_THRESHOLDS (decode: requests x query length; prefill: a
+    # chunk's rows).
     # Every launch of a top-k is a point (the split path makes two or three).
     k = cfg.block_topk
     seen = set()
 
     def launches(width, stride, max_rows, detail):
-        for rows in sorted({1, min(max_rows, kernels.SPLIT_FINISH_APART_MIN_ROWS)}):
+        for rows in sorted({1, *(min(max_rows, t) for t in kernels.TOPK_ROW_THRESHOLDS)}):
             c = kernels.topk_launch_config(width, k, rows)
             if c in seen:
                 continue
