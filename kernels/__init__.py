@@ -34,7 +34,6 @@ _SOURCES = {
         "SINGLE_PASS_MAX_COLS",
         "SPLIT_FINISH_APART_MIN_ROWS",
         "SPLIT_MANY_ROWS_MIN_COLS",
-        "SPLIT_MANY_ROWS_MIN_ROWS",
         "SPLIT_MIN_COLS",
         "TOPK_ROW_THRESHOLDS",
         "TopkConfig",
@@ -94,6 +93,5 @@ __all__ = [
     "SPLIT_MIN_COLS",
     "SPLIT_FINISH_APART_MIN_ROWS",
     "SPLIT_MANY_ROWS_MIN_COLS",
-    "SPLIT_MANY_ROWS_MIN_ROWS",
     "TOPK_ROW_THRESHOLDS",
 ]

@@ -40,7 +40,6 @@ __all__ = [
     "SINGLE_PASS_MAX_COLS",
     "SPLIT_MIN_COLS",
     "SPLIT_FINISH_APART_MIN_ROWS",
-    "SPLIT_MANY_ROWS_MIN_ROWS",
     "SPLIT_MANY_ROWS_MIN_COLS",
     "TOPK_ROW_THRESHOLDS",
     "topk_tuning_configs",
@@ -75,16 +74,16 @@ SPLIT_FINISH_WARPS = 4
 # 277, 2048 rows 487 vs 533, 4096 rows 958 vs 1052; at 64 rows (fused) it loses, 39 vs 35.
 SPLIT_APART_CHUNK = 2048
 SPLIT_APART_WARPS = 4
-# From this many rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS (up to SPLIT_MIN_COLS) are
-# split too, finished apart: one program per row then runs its 33-step search in several
-# waves, while the split path's bound, scan and finish each fill the GPU. H100, 8K columns,
-# k = 512, CUDA graphs (benchmarks/kernel_work/4217df6/topk8k.txt): 1024 rows 125.7 vs 165.1
-# us, 2048 rows 232 vs 319, 4096 rows 444 vs 621; 256 rows even (44.3 vs 45.8); 64 rows and
-# fewer one program per row wins (24.5 vs 27.8).
-SPLIT_MANY_ROWS_MIN_ROWS = 1024
+# From SPLIT_FINISH_APART_MIN_ROWS rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS (up to
+# SPLIT_MIN_COLS) are split too, finished apart: one program per row then runs its 33-step
+# search in several waves, while the split path's bound, scan and finish each fill the GPU.
+# H100, k = 512, CUDA graphs, split vs one program per row (benchmarks/kernel_work/4217df6/
+# topk8k.txt, f2031f0/topk_thresh.txt): 8192 columns 256 rows 44.4 vs 46.1 us, 512 rows 71.0 vs
+# 86.0, 1024 rows 126.2 vs 164.9, 4096 rows 444 vs 621; 4160 columns 256 rows 37.4 vs 43.9,
+# 1024 rows 98.5 vs 160.6; at 64 rows and fewer one program per row wins (24.5 vs 27.8 at 8K).
 SPLIT_MANY_ROWS_MIN_COLS = 4096
 # every row count at which topk_launch_config's choice can change (the planner's row classes)
-TOPK_ROW_THRESHOLDS = (SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MANY_ROWS_MIN_ROWS)
+TOPK_ROW_THRESHOLDS = (SPLIT_FINISH_APART_MIN_ROWS,)
 
 
 @dataclass(frozen=True)
@@ -109,19 +108,14 @@ def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
     """Every launch decision of the ragged top-k (called by the launcher and the planner).
 
     Rows wider than ``SPLIT_MIN_COLS`` (or than ``SPLIT_MANY_ROWS_MIN_COLS`` in calls of
-    ``SPLIT_MANY_ROWS_MIN_ROWS`` rows) are spread over many programs (``split``: a fixed chunk
+    ``SPLIT_FINISH_APART_MIN_ROWS`` rows) are spread over many programs (``split``: a fixed chunk
     whatever the width, and a candidate list sized from k: about 1.2 k candidates gather for
     well-mixed rows, so the list holds 1.5 k, at least ``SPLIT_CANDIDATES``); narrower rows take
-    one program each, widths bucketed to powers of two. Row counts choose whether a split top-k
-    finishes its rows in a third launch (from ``SPLIT_FINISH_APART_MIN_ROWS`` rows) and whether
-    rows of up to ``SPLIT_MIN_COLS`` are split (``TOPK_ROW_THRESHOLDS``). A
+    one program each, widths bucketed to powers of two. From ``SPLIT_FINISH_APART_MIN_ROWS``
+    rows on, a split top-k finishes its rows in a third launch and rows of up to
+    ``SPLIT_MIN_COLS`` are split too (``TOPK_ROW_THRESHOLDS``: the row counts that matter). A
     deployment (one k) reaches a small, known set of variants whatever its per-step sizes are."""
-    return _launch_config(
-        num_cols,
-        k,
-        num_rows >= SPLIT_FINISH_APART_MIN_ROWS,
-        num_rows >= SPLIT_MANY_ROWS_MIN_ROWS,
-    )
+    return _launch_config(num_cols, k, num_rows >= SPLIT_FINISH_APART_MIN_ROWS)
 
 
 def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkConfig]:
@@ -156,9 +150,9 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
 
 
 @functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
-def _launch_config(num_cols: int, k: int, finish_apart: bool, many_rows: bool) -> TopkConfig:
+def _launch_config(num_cols: int, k: int, many_rows: bool) -> TopkConfig:
     if num_cols > SPLIT_MIN_COLS or (many_rows and num_cols > SPLIT_MANY_ROWS_MIN_COLS):
-        return _split_config(k, finish_apart)
+        return _split_config(k, finish_apart=many_rows)
     return _per_row_config(num_cols)
 
 

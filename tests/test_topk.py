@@ -7,7 +7,6 @@ from kernels import (
     SINGLE_PASS_MAX_COLS,
     SPLIT_FINISH_APART_MIN_ROWS,
     SPLIT_MANY_ROWS_MIN_COLS,
-    SPLIT_MANY_ROWS_MIN_ROWS,
     SPLIT_MIN_COLS,
     TOPK_ROW_THRESHOLDS,
     TopkConfig,
@@ -246,15 +245,16 @@ def test_topk_rows_choose_where_split_rows_finish():
 
 
 def test_topk_many_rows_split_rows_one_program_would_take():
-    # from SPLIT_MANY_ROWS_MIN_ROWS rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS take a
+    # from SPLIT_FINISH_APART_MIN_ROWS rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS take a
     # wide row's finished-apart split; narrower rows, and fewer rows, one program per row
-    assert topk_launch_config(SPLIT_MIN_COLS, 512, SPLIT_MANY_ROWS_MIN_ROWS - 1).path == "single"
-    many = topk_launch_config(SPLIT_MIN_COLS, 512, SPLIT_MANY_ROWS_MIN_ROWS)
-    assert many == topk_launch_config(4 * SPLIT_MIN_COLS, 512, SPLIT_MANY_ROWS_MIN_ROWS)
+    few = topk_launch_config(SPLIT_MIN_COLS, 512, SPLIT_FINISH_APART_MIN_ROWS - 1)
+    assert few.path == "single"
+    many = topk_launch_config(SPLIT_MIN_COLS, 512, SPLIT_FINISH_APART_MIN_ROWS)
+    assert many == topk_launch_config(4 * SPLIT_MIN_COLS, 512, SPLIT_FINISH_APART_MIN_ROWS)
     assert many.path == "split" and many.finish_warps > 0
     assert topk_launch_config(SPLIT_MANY_ROWS_MIN_COLS + 1, 512, 10**6).path == "split"
     assert topk_launch_config(SPLIT_MANY_ROWS_MIN_COLS, 512, 10**6).path == "single"
-    assert set(TOPK_ROW_THRESHOLDS) == {SPLIT_FINISH_APART_MIN_ROWS, SPLIT_MANY_ROWS_MIN_ROWS}
+    assert TOPK_ROW_THRESHOLDS == (SPLIT_FINISH_APART_MIN_ROWS,)
 
 
 @pytest.mark.parametrize("width", [SPLIT_MANY_ROWS_MIN_COLS + 1, 6000, SPLIT_MIN_COLS])
@@ -263,7 +263,7 @@ def test_topk_many_rows_split_is_exact_at_narrower_widths(device, width):
     # the row count): partial last chunks, short rows, ties
     gen = torch.Generator().manual_seed(width)
     k = 512
-    cfg = topk_launch_config(width, k, SPLIT_MANY_ROWS_MIN_ROWS)
+    cfg = topk_launch_config(width, k, SPLIT_FINISH_APART_MIN_ROWS)
     logits = torch.randn(4, width, generator=gen)
     logits[1] = logits[1].round(decimals=1)
     lengths = torch.tensor([width, width - 77, k + 1, k], dtype=torch.int32)
