@@ -2,14 +2,14 @@
 ``lengths[r]`` values (any order); rows with ``lengths[r] <= k`` get ``0..lengths[r]-1`` then -1.
 
 Keys: each float32 maps to an integer key with the same order. One program per row (rows up to
-``SPLIT_MIN_COLS`` wide): find the k-th largest key (32 bisection counts), then write every
-column whose key is above it plus the lowest-indexed columns equal to it, compacted with a
-prefix sum; rows up to ``SINGLE_PASS_MAX_COLS`` stay in
-registers (``single``), wider ones stream (``streaming``). Wider rows take the ``split`` path
-(two or three launches, described above ``_split_bound_kernel``): many programs per row bound the
-k-th largest key from below and gather the few columns above the bound; the last of a row's
-programs then selects among those candidates, or, for calls of many rows, a third launch of one
-program per row does.
+``SPLIT_MIN_COLS`` wide, and up to ``SPLIT_MANY_ROWS_MIN_COLS`` in calls of many rows): find the
+k-th largest key (32 bisection counts), then write every column whose key is above it plus the
+lowest-indexed columns equal to it, compacted with a prefix sum; rows up to
+``SINGLE_PASS_MAX_COLS`` stay in registers (``single``), wider ones stream (``streaming``).
+Wider rows take the ``split`` path (two or three launches, described above
+``_split_bound_kernel``): many programs per row bound the k-th largest key from below and
+gather the few columns above the bound; the last of a row's programs then selects among those
+candidates, or, for calls of many rows, a third launch of one program per row does.
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -50,7 +50,7 @@ _MIN_BLOCK = 1024
 _STREAM_BLOCK = 8192
 _OUT_BLOCK = 1024
 # split path (tools/bench_kernels.py --sweep)
-SPLIT_MIN_COLS = 8192  # at 256 x 8K one program per row wins (H200, tools/bench_kernels.py)
+SPLIT_MIN_COLS = 8192  # narrower rows: one program each, unless many (SPLIT_MANY_ROWS_MIN_COLS)
 SPLIT_CHUNK = 4096
 SPLIT_WARPS = 8
 SPLIT_CANDIDATES = 2048  # the smallest candidate list; larger k get up to SPLIT_MAX_CANDIDATES
