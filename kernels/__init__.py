@@ -14,7 +14,9 @@ _SOURCES = {
     "decode": (
         "DecodeConfig",
         "decode_launch_config",
+        "decode_tuning_configs",
         "decode_scores_launch",
+        "decode_tuning_configs",
         "decode_tile_shape",
         "decode_tiles_per_program",
         "qsa_paged_decode_scores",

@@ -16,7 +16,7 @@ Specialization contract (what the warmup planner relies on):
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -39,6 +39,7 @@ from .topk import allocate_workspace, checked_topk_call
 __all__ = [
     "DecodeConfig",
     "decode_launch_config",
+    "decode_tuning_configs",
     "decode_tiles_per_program",
     "decode_tile_shape",
     "decode_scores_launch",
@@ -120,6 +121,28 @@ def decode_launch_config(
         num_columns,
         interpreting(),
     )
+
+
+def decode_tuning_configs(base: DecodeConfig) -> dict[str, DecodeConfig]:
+    """Every decode scoring design the benchmarks time beside a dispatched config ``base``, by
+    name, ``base`` first as "dispatched": its tile width, warps, pipeline depth and tiles per
+    program varied over the ranges a tuning run weighs (a config that does not fit the
+    target's shared memory or registers fails to compile and is reported, not timed)."""
+    configs = {"dispatched": base}
+    for block_n in (32, 64, 128):
+        for warps in (1, 2, 4, 8):
+            for stages in (1, 2, 3):
+                for tpp in (1, 2, 4, 8):
+                    cfg = replace(
+                        base,
+                        block_n=block_n,
+                        num_warps=warps,
+                        num_stages=stages,
+                        tiles_per_program=tpp,
+                    )
+                    if cfg != base:
+                        configs[f"n{block_n}.w{warps}.s{stages}.tpp{tpp}"] = cfg
+    return configs
 
 
 @functools.lru_cache(

@@ -223,3 +223,17 @@ def test_decode_bad_input(device, change, exc, word):
     change(args)
     with pytest.raises(exc, match=word):
         qsa_select_paged_decode(**args)
+
+
+def test_decode_tuning_configs_vary_only_the_tuned_fields():
+    from dataclasses import replace
+
+    from kernels import decode_launch_config, decode_tuning_configs
+
+    tuned = dict(block_n=0, num_warps=0, num_stages=0, tiles_per_program=0)
+    for dtype in (torch.bfloat16, torch.float8_e4m3fn):
+        base = decode_launch_config(dtype, 32, 128, 1, 8, 32768)
+        configs = decode_tuning_configs(base)
+        assert next(iter(configs.items())) == ("dispatched", base)
+        assert len(set(configs.values())) == len(configs) > 100  # each design timed once
+        assert {replace(c, **tuned) for c in configs.values()} == {replace(base, **tuned)}

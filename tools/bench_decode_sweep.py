@@ -1,9 +1,9 @@
 """Decode scoring's launch choices for one batch shape, side by side (GPU; tunes
-``decode_launch_config``). Every config of a grid of tile shapes, warps, pipeline depths and
-tiles per program is timed as ``tools/bench_kernels.py`` times the dispatched one
-(median of do_bench, key caches rotated past L2), next to a copy of the same bytes and a
-copy of 1 GiB; each config's scores are checked against the dispatched config's (close:
-accumulation order may differ).
+``decode_launch_config``). Every config of ``kernels.decode_tuning_configs`` (tile shapes,
+warps, pipeline depths and tiles per program: the grid ``bench_kernels.py --sweep`` weighs
+too) is timed as ``tools/bench_kernels.py`` times the dispatched one (median of do_bench, key
+caches rotated past L2), next to a copy of the same bytes and a copy of 1 GiB; each config's
+scores are checked against the dispatched config's (close: accumulation order may differ).
 
     python tools/bench_decode_sweep.py [--shape 8x32768] [--dtypes bf16,fp8] [--json FILE]
 """
@@ -30,26 +30,9 @@ from bench_kernels import (  # noqa: E402
     save,
 )
 
-from kernels import decode_launch_config, decode_scores_launch  # noqa: E402
+from kernels import decode_launch_config, decode_scores_launch, decode_tuning_configs  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
-
-
-def configs(base):
-    out = {"dispatched": base}
-    for block_n in (64, 128):
-        for warps in (2, 4, 8):
-            for stages in (1, 2, 3):
-                for tpp in (1, 2, 4):
-                    cfg = dataclasses.replace(
-                        base,
-                        block_n=block_n,
-                        num_warps=warps,
-                        num_stages=stages,
-                        tiles_per_program=tpp,
-                    )
-                    out.setdefault(f"n{block_n}.w{warps}.s{stages}.tpp{tpp}", cfg)
-    return out
 
 
 def sweep(reqs, cols, dtype):
@@ -59,7 +42,7 @@ def sweep(reqs, cols, dtype):
     logits = torch.empty(reqs, cols, device="cuda")
     moved = reqs * cols * (HEAD_DIM * elem + 4) + reqs * HEADS * HEAD_DIM * q.element_size()
     base = decode_launch_config(dtype, HEADS, HEAD_DIM, 1, reqs, cols)
-    named = configs(base)
+    named = decode_tuning_configs(base)
     precompile(
         [
             decode_scores_launch(q, k_cache, tables[0], visible, logits, 1, config=cfg)

@@ -26,6 +26,7 @@ from kernels import (
     TopkConfig,
     decode_launch_config,
     decode_scores_launch,
+    decode_tuning_configs,
     prefill_launch_config,
     prefill_logits_layout,  # noqa
     prefill_scores_launch,
@@ -264,15 +265,7 @@ def decode_case(reqs, columns, dtype, sweep):
             "b2b_tbps": bytes_moved / bench_back_to_back(refs) / 1e9,
         }
     if sweep:
-        configs = [
-            dataclasses.replace(
-                base, block_n=block_n, num_warps=warps, num_stages=stages, tiles_per_program=tpp
-            )
-            for block_n in (32, 64, 128)
-            for warps in ((1, 2, 4) if dtype == torch.float8_e4m3fn else (2, 4, 8))
-            for stages in (1, 2, 3)
-            for tpp in (1, 2, 4, 8)
-        ]  # 1: plain loads, which keep the L2 hint
+        configs = list(decode_tuning_configs(base).values())
         precompile(
             [
                 decode_scores_launch(q, k_cache, tables[0], visible, logits, 1, config=cfg)
