@@ -29,7 +29,7 @@ import triton.language as tl
 
 from ._checks import check_int, check_same_device, check_shape, check_tensor
 from ._fast_launch import remember_prepared
-from ._launch import KernelLaunch, call_key, cdiv, next_power_of_2
+from ._launch import KernelLaunch, TensorMeta, call_key, cdiv, next_power_of_2
 
 __all__ = [
     "TopkConfig",
@@ -625,8 +625,6 @@ def allocate_workspace(logits, sizes: tuple[int, ...]) -> tuple:
     """The int32 regions of :func:`workspace_sizes` (none for no sizes), one allocation on
     ``logits``' device, each 16-byte aligned (a stable specialization); not initialized: the
     split path's bound launch zeroes what is accumulated into."""
-    from ._launch import TensorMeta
-
     if not sizes:
         return ()
     padded = [cdiv(size, 4) * 4 for size in sizes]

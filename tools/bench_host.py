@@ -25,7 +25,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.compiler  # noqa: E402
 
-from kernels import qsa_select_paged_decode, ragged_topk  # noqa: E402
+from kernels import qsa_select_paged_decode, qsa_select_paged_prefill, ragged_topk  # noqa: E402
 from kernels._fast_launch import triton_launches_only  # noqa: E402
 from qsa_warmup.triton_compat.targets import active_driver, parse_target  # noqa: E402
 
@@ -50,6 +50,7 @@ def _compile_without_launcher(real_compile):
 
 
 def cases():
+    """(name, call) pairs, each built when the caller gets to it."""
     out = []
     for reqs, cols in ((1, 2048), (64, 32768)):
         k_cache = torch.randn(reqs * cols // PAGE, PAGE, 1, HEAD_DIM).to(torch.bfloat16)
@@ -73,7 +74,26 @@ def cases():
                 lambda x=logits, n=visible, o=topk: ragged_topk(x, n, 512, o),
             )
         )
-    return out
+    yield from out
+    # built after the small cases ran: holding its ~100 MB of inputs slows the small cases'
+    # own allocations on the CPU (2x at 1 x 2K), which CUDA's caching allocator would not
+    yield "prefill select 4x2048 @ 128K", _prefill_select()
+
+
+def _prefill_select(reqs=4, new_tokens=2048, context=131072, ratio=4):
+    """tools/bench_kernels.py's prefill case (bf16): two 4096-row chunks, each scored and then
+    selected by a split top-k."""
+    width = context // ratio // PAGE
+    k_cache = torch.empty(reqs * width, PAGE, 1, HEAD_DIM, dtype=torch.bfloat16)
+    q = torch.empty(reqs * new_tokens, HEADS, HEAD_DIM, dtype=torch.bfloat16)
+    table = torch.arange(reqs * width, dtype=torch.int32).view(reqs, width)
+    qsl = torch.arange(0, reqs * new_tokens + 1, new_tokens, dtype=torch.int32)
+    positions = (context - new_tokens + torch.arange(new_tokens)).repeat(reqs)
+    visible = ((positions + 1) // ratio).to(torch.int32)
+    out = torch.empty(reqs * new_tokens, 2048 // ratio, dtype=torch.int32)
+    return lambda: qsa_select_paged_prefill(
+        q, k_cache, table, qsl, visible, 2048, ratio, new_tokens, out, context
+    )
 
 
 def per_call_us(fn, calls):
