@@ -14,7 +14,6 @@ _SOURCES = {
     "decode": (
         "DecodeConfig",
         "decode_launch_config",
-        "decode_tuning_configs",
         "decode_scores_launch",
         "decode_tuning_configs",
         "decode_tile_shape",
@@ -76,6 +75,7 @@ __all__ = [
     "prefill_logits_layout",
     "topk_launch_config",
     "topk_tuning_configs",
+    "decode_tuning_configs",
     "expand_launch_config",
     "decode_scores_launch",
     "prefill_scores_launch",

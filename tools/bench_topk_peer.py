@@ -115,8 +115,9 @@ def main():
     args = parser.parse_args()
     try:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-        assert all(len(s) == 3 and min(s) > 0 for s in shapes)
-    except (ValueError, AssertionError):
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(s) != 3 or min(s) <= 0 for s in shapes):
         parser.error(
             f"--shapes {args.shapes!r}: give ROWSxCOLSxK, comma-separated, e.g. 64x32768x512"
         )
