@@ -61,3 +61,24 @@ def assert_topk_matches(out, values, lengths, k, *, atol=0.0, rtol=0.0):
         assert torch.allclose(picked, best, atol=atol, rtol=rtol), (
             f"row {row}: selected values are not the top-k"
         )
+
+
+def autotuned_module(second_block: int) -> str:
+    """The source of a module whose ``tuned_kernel`` (x += 1 over n elements) is autotuned on
+    n over two configs: BLOCK 64 at 2 warps, and ``second_block`` at 4."""
+    return f"""
+import triton, triton.language as tl
+
+
+@triton.autotune(
+    configs=[
+        triton.Config({{"BLOCK": 64}}, num_warps=2),
+        triton.Config({{"BLOCK": {second_block}}}, num_warps=4),
+    ],
+    key=["n"],
+)
+@triton.jit
+def tuned_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+"""

@@ -8,23 +8,12 @@ import sys
 
 import pytest
 
+from _helpers import autotuned_module
 from _subproc import child_env, cli, cli_json
 
 pytestmark = pytest.mark.gpu
 
-TUNED = """
-import triton, triton.language as tl
-
-
-@triton.autotune(
-    configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 256}, num_warps=4)],
-    key=["n"],
-)
-@triton.jit
-def tuned_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
-"""
+TUNED = autotuned_module(256)
 
 RUN = """
 import torch, triton

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from _helpers import autotuned_module
 from _subproc import ROOT, child_env, cli, cli_json, python
 
 TOY = """
@@ -336,20 +337,7 @@ def test_record_without_a_command_is_one_line(toy):
     assert "COMMAND" in p.stderr
 
 
-AUTOTUNED = """
-import torch, triton, triton.language as tl
-
-
-@triton.autotune(
-    configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4)],
-    key=["n"],
-)
-@triton.jit
-def tuned_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
-
-"""
+AUTOTUNED = autotuned_module(128)
 
 RUN_TUNED = """
 import torch, triton
