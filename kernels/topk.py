@@ -82,19 +82,6 @@ SPLIT_APART_WARPS = 4
 # 86.0, 1024 rows 126.2 vs 164.9, 4096 rows 444 vs 621; 4160 columns 256 rows 37.4 vs 43.9,
 # 1024 rows 98.5 vs 160.6; at 64 rows and fewer one program per row wins (24.5 vs 27.8 at 8K).
 SPLIT_MANY_ROWS_MIN_COLS = 4096
-# Split rows may bound their k-th largest key from a sample instead of a bound launch: every
-# collect program of a row searches the same sample of the row (blocks of SPLIT_SAMPLE_RUN
-# contiguous keys spread evenly over it) for the key with SPLIT_OVERSAMPLE x its share of k at
-# or above it, so a well-mixed row gathers about 2.5 k candidates in one launch. The sample is
-# sized for at least SPLIT_SAMPLE_RANK such keys (the bound's spread is then ~1/sqrt of it);
-# rows needing more than SPLIT_MAX_SAMPLE keys, or k whose candidate list would pass
-# SPLIT_MAX_CANDIDATES, keep the bound launch. A sample that misleads (count < k, or a list
-# overflow) costs a streamed row, never a wrong one.
-SPLIT_SAMPLE_RUN = 32
-SPLIT_SAMPLE_RANK = 64
-SPLIT_OVERSAMPLE = (5, 2)  # 2.5
-SPLIT_MIN_SAMPLE = 1024
-SPLIT_MAX_SAMPLE = 8192
 # every row count at which topk_launch_config's choice can change (the planner's row classes)
 TOPK_ROW_THRESHOLDS = (SPLIT_FINISH_APART_MIN_ROWS,)
 
@@ -115,9 +102,6 @@ class TopkConfig:
     group: int = 1
     # split path: rows finished by a third launch with this many warps (0: by the collect launch)
     finish_warps: int = 0
-    # split path: keys of the row sample each collect program bounds the row from (0: a bound
-    # launch bounds it from every chunk)
-    sample: int = 0
 
 
 def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
@@ -162,12 +146,6 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
             cfg = replace(dispatched, block=chunk, num_warps=warps)
             if cfg not in configs.values():
                 configs[f"c{chunk}.w{warps}"] = cfg
-    apart = replace(fused, finish_warps=SPLIT_FINISH_WARPS, collect_warps=fused.num_warps)
-    for name, base in (("sampled", fused), ("sampled.apart", apart)):
-        for chunk in (SPLIT_CHUNK // 2, SPLIT_CHUNK, 2 * SPLIT_CHUNK):
-            cfg = sampled_split_config(replace(base, block=chunk), num_cols, k)
-            if cfg is not None and cfg not in configs.values():
-                configs[f"{name}.c{chunk}"] = cfg
     return configs
 
 
@@ -205,21 +183,6 @@ def _split_config(k: int, finish_apart: bool) -> TopkConfig:
         collect_warps=max(SPLIT_WARPS, candidates // 256),
         group=group,
     )
-
-
-def sampled_split_config(cfg: TopkConfig, num_cols: int, k: int) -> TopkConfig | None:
-    """``cfg`` (a split config) with its rows bounded from a sample instead of by a bound launch,
-    or None where a sample cannot bound rows this wide for this k."""
-    num, den = SPLIT_OVERSAMPLE
-    candidates = max(SPLIT_CANDIDATES, next_power_of_2(cdiv(3 * num * k, 2 * den)))
-    wanted = cdiv(SPLIT_SAMPLE_RANK * den * num_cols, num * k)
-    sample = max(SPLIT_MIN_SAMPLE, next_power_of_2(wanted))
-    if sample > SPLIT_MAX_SAMPLE or candidates > SPLIT_MAX_CANDIDATES:
-        return None
-    collect_warps = cfg.collect_warps
-    if not cfg.finish_warps:  # the last collect program finishes the row from the list
-        collect_warps = max(cfg.collect_warps, candidates // 256)
-    return replace(cfg, candidates=candidates, sample=sample, collect_warps=collect_warps)
 
 
 def _per_row_config(num_cols: int) -> TopkConfig:
@@ -362,9 +325,6 @@ _BOUND_STEPS = tl.constexpr(16)
 _KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
 _KEY_MAX = tl.constexpr(2147483647)
 _GROUPS_PER_KEY = tl.constexpr(SPLIT_GROUPS_PER_KEY)
-_SAMPLE_RUN = tl.constexpr(SPLIT_SAMPLE_RUN)
-_OVERSAMPLE_NUM = tl.constexpr(SPLIT_OVERSAMPLE[0])
-_OVERSAMPLE_DEN = tl.constexpr(SPLIT_OVERSAMPLE[1])
 
 
 @triton.jit
@@ -440,37 +400,11 @@ def _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _sampled_row_bound(row_ptr, n, k, SAMPLE: tl.constexpr):
-    """A key the row likely holds SPLIT_OVERSAMPLE x k keys at or above (never verified here:
-    the finishing program checks the candidates it gathered number at least k). The same for
-    every program of the row: a sample of blocks of _SAMPLE_RUN contiguous keys spread evenly
-    over the row, searched for its rank ``oversample x k x sample / n``."""
-    blocks: tl.constexpr = SAMPLE // _SAMPLE_RUN
-    stride = n // blocks
-    i = tl.arange(0, SAMPLE)
-    offset = i % _SAMPLE_RUN
-    valid = offset < stride  # rows shorter than the sample: each block only up to the next
-    keys = _load_keys(row_ptr, (i // _SAMPLE_RUN) * stride + offset, n)
-    size = blocks * tl.minimum(stride, _SAMPLE_RUN)
-    rank = (_OVERSAMPLE_NUM * k * size.to(tl.int64) + _OVERSAMPLE_DEN * n - 1) // (
-        _OVERSAMPLE_DEN * n
-    )
-    rank = tl.minimum(tl.maximum(rank, 1), size)
-    # five-way steps until count(keys >= low) is within 1/16 of the rank (or exact)
-    low = tl.min(tl.where(valid, keys, _KEY_MAX), axis=0).to(tl.int64)
-    high = tl.max(tl.where(valid, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
-    at_low = size.to(tl.int64)
-    while (high - low > 1) & (at_low > rank + rank // 16):
-        low, high, at_low = _split_five_ways_counted(keys, valid, rank, low, high, at_low)
-    return tl.where(size > 0, low, _KEY_MIN).to(tl.int64)
-
-
-@triton.jit
-def _split_five_ways_counted(keys, valid, need, low, high, at_low):
-    """:func:`_split_five_ways`, also returning count(keys >= the new low) given it at ``low``.
-    Counts at four thresholds share one reduction (16-bit fields of one int64 sum; fewer than
-    65536 valid keys); counts fall as thresholds rise, so those with enough keys form a
-    prefix."""
+def _split_five_ways(keys, valid, need, low, high):
+    """One step of the k-th largest search that cuts [low, high) five ways instead of two:
+    the counts at four thresholds share one reduction (16-bit fields of one int64 sum; fewer
+    than 65536 valid keys), so the search takes ~2.3x fewer dependent reductions. Keeps
+    count(keys >= low) >= need > count(keys >= high)."""
     step = tl.maximum((high - low + 4) // 5, 1)
     t1 = tl.minimum(low + step, high - 1)
     t2 = tl.minimum(low + 2 * step, high - 1)
@@ -484,28 +418,14 @@ def _split_five_ways_counted(keys, valid, need, low, high, at_low):
         + tl.where(valid & (keys >= t4.to(tl.int32)), one << 48, 0)
     )
     total = tl.sum(packed, axis=0)
-    c1 = total & 0xFFFF
-    c2 = (total >> 16) & 0xFFFF
-    c3 = (total >> 32) & 0xFFFF
-    c4 = (total >> 48) & 0xFFFF
-    ok1 = c1 >= need
-    ok2 = c2 >= need
-    ok3 = c3 >= need
-    ok4 = c4 >= need
+    # counts fall as thresholds rise: the thresholds with enough keys form a prefix
+    ok1 = (total & 0xFFFF) >= need
+    ok2 = ((total >> 16) & 0xFFFF) >= need
+    ok3 = ((total >> 32) & 0xFFFF) >= need
+    ok4 = ((total >> 48) & 0xFFFF) >= need
     new_low = tl.where(ok4, t4, tl.where(ok3, t3, tl.where(ok2, t2, tl.where(ok1, t1, low))))
     new_high = tl.where(ok4, high, tl.where(ok3, t4, tl.where(ok2, t3, tl.where(ok1, t2, t1))))
-    counted = tl.where(ok4, c4, tl.where(ok3, c3, tl.where(ok2, c2, tl.where(ok1, c1, at_low))))
-    return new_low, new_high, counted
-
-
-@triton.jit
-def _split_five_ways(keys, valid, need, low, high):
-    """One step of the k-th largest search that cuts [low, high) five ways instead of two:
-    the counts at four thresholds share one reduction (16-bit fields of one int64 sum; fewer
-    than 65536 valid keys), so the search takes ~2.3x fewer dependent reductions. Keeps
-    count(keys >= low) >= need > count(keys >= high)."""
-    low, high, _ = _split_five_ways_counted(keys, valid, need, low, high, 0)
-    return low, high
+    return new_low, new_high
 
 
 @triton.jit
@@ -519,12 +439,11 @@ def _finish_row(
     num_cands,
     CANDIDATES: tl.constexpr,
 ):
-    """Write the row's k largest columns, given a key ``low`` and the row's candidate list
-    (every column with key >= low, ``num_cands`` of them). When the list neither overflowed nor
-    holds fewer than k columns (``low`` above the k-th largest key: a misleading sample), the
-    search runs over it; otherwise over the whole row, streamed."""
+    """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
+    row's candidate list (every column with key >= low, when it did not overflow; an overflowed
+    list is ignored and the whole row searched)."""
     slots = tl.arange(0, CANDIDATES)
-    if (num_cands <= CANDIDATES) & (num_cands >= k):  # every key >= the k-th largest is listed
+    if num_cands <= CANDIDATES:  # every key >= the k-th largest is in the list
         in_list = slots < num_cands
         # written by other programs of this launch: read through L2
         cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
@@ -540,7 +459,7 @@ def _finish_row(
         tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
         tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
         tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
-    else:  # the list cannot be used: the one-program-per-row search, streaming the row
+    else:  # the list overflowed: the one-program-per-row search, streaming the row
         threshold, ties_needed = _kth_largest_bisect(row_ptr, slots, n, k, CANDIDATES, False)
         _write_selected(row_ptr, out_row_ptr, slots, n, threshold, ties_needed, CANDIDATES, False)
 
@@ -563,7 +482,6 @@ def _split_collect_kernel(
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
-    SAMPLE: tl.constexpr,  # > 0: bound the row from a sample of this many keys (no bound launch)
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
     row = tl.program_id(0)
@@ -577,13 +495,7 @@ def _split_collect_kernel(
     elif chunk * CHUNK < n:
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
         row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
-        if SAMPLE > 0:
-            # counters start at zero (allocated so, and reset by whoever finishes the row)
-            bound = _sampled_row_bound(row_ptr, n, k, SAMPLE)
-            if not FINISH and chunk == 0:  # for the finishing launch
-                tl.store(bounds_ptr + row, bound.to(tl.int32))
-        else:
-            bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
+        bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         cols = chunk * CHUNK + tl.arange(0, CHUNK)
         take = (cols < n) & (_load_keys(row_ptr, cols, n) >= bound.to(tl.int32))
         first = tl.atomic_add(counts_ptr + row, tl.sum(take.to(tl.int32), axis=0), sem="relaxed")
@@ -596,11 +508,7 @@ def _split_collect_kernel(
             tl.debug_barrier()
             arrived = tl.atomic_add(counts_ptr + tl.num_programs(0) + row, 1, sem="acq_rel")
             if arrived == tl.cdiv(n, CHUNK) - 1:
-                if SAMPLE > 0:  # every program of the row has counted: ready for the next call
-                    num_cands = tl.atomic_xchg(counts_ptr + row, 0, sem="acquire")
-                    tl.store(counts_ptr + tl.num_programs(0) + row, 0)
-                else:
-                    num_cands = tl.atomic_add(counts_ptr + row, 0, sem="acquire")
+                num_cands = tl.atomic_add(counts_ptr + row, 0, sem="acquire")
                 _finish_row(
                     row_ptr,
                     row_cands_ptr,
@@ -631,21 +539,14 @@ def _split_finish_kernel(
     nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
-    SAMPLE: tl.constexpr,
 ):
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
     row = tl.program_id(0)
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
     if n > k:
-        if SAMPLE > 0:  # the collect launch stored the row's sampled bound
-            # Read and reset (ready for the next call) in one atomic: a plain load runs in
-            # every thread, and a store of zero by one of them could come first for others.
-            num_cands = tl.atomic_xchg(counts_ptr + row, 0)
-            bound = tl.load(bounds_ptr + row).to(tl.int64)
-        else:
-            num_cands = tl.load(counts_ptr + row)
-            bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
+        bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
+        num_cands = tl.load(counts_ptr + row)
         _finish_row(
             logits_ptr + row.to(tl.int64) * stride_logits_row,
             cands_ptr + row.to(tl.int64) * CANDIDATES,
@@ -659,13 +560,11 @@ def _split_finish_kernel(
 
 
 def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> tuple[int, ...]:
-    """What one top-k call's int32 workspace needs, for :func:`allocate_workspace`: none off the
-    split path, else (whether the first region starts zeroed, then each region's size)."""
+    """The int32 workspace regions one top-k call needs (none off the split path)."""
     if cfg.path != "split":
         return ()
-    bounds = num_rows if cfg.sample else num_rows * cdiv(num_cols, cfg.block)
-    # a bound launch zeroes the counters; a sampled split has none, its counters start zeroed
-    return (int(cfg.sample > 0), 2 * num_rows, bounds, num_rows * cfg.candidates)
+    nchunks = cdiv(num_cols, cfg.block)
+    return (2 * num_rows, num_rows * nchunks, num_rows * cfg.candidates)
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[KernelLaunch]:
@@ -675,17 +574,13 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
     stride = logits.stride(0)
     grid = (rows, nchunks)
     finish_apart = cfg.finish_warps > 0
-    launches = []
-    if not cfg.sample:
-        launches.append(
-            KernelLaunch(
-                _split_bound_kernel,
-                grid,
-                (logits, lengths, counts, bounds, stride, num_cols, k),
-                dict(CHUNK=cfg.block, GROUP=cfg.group, num_warps=cfg.num_warps),
-            )
-        )
-    launches.append(
+    launches = [
+        KernelLaunch(
+            _split_bound_kernel,
+            grid,
+            (logits, lengths, counts, bounds, stride, num_cols, k),
+            dict(CHUNK=cfg.block, GROUP=cfg.group, num_warps=cfg.num_warps),
+        ),
         KernelLaunch(
             _split_collect_kernel,
             grid,
@@ -694,11 +589,10 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 CHUNK=cfg.block,
                 CANDIDATES=cfg.candidates,
                 FINISH=not finish_apart,
-                SAMPLE=cfg.sample,
                 num_warps=cfg.collect_warps,
             ),
-        )
-    )
+        ),
+    ]
     if finish_apart:
         launches.append(
             KernelLaunch(
@@ -720,7 +614,6 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 dict(
                     CHUNK=cfg.block,
                     CANDIDATES=cfg.candidates,
-                    SAMPLE=cfg.sample,
                     num_warps=cfg.finish_warps,
                 ),
             )
@@ -730,20 +623,16 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
 
 def allocate_workspace(logits, sizes: tuple[int, ...]) -> tuple:
     """The int32 regions of :func:`workspace_sizes` (none for no sizes), one allocation on
-    ``logits``' device, each 16-byte aligned (a stable specialization). Only a first region
-    marked so is zeroed (one memset): otherwise the split path's bound launch zeroes what is
-    accumulated into."""
+    ``logits``' device, each 16-byte aligned (a stable specialization); not initialized: the
+    split path's bound launch zeroes what is accumulated into."""
     if not sizes:
         return ()
-    zero_first, *regions = sizes
-    padded = [cdiv(size, 4) * 4 for size in regions]
+    padded = [cdiv(size, 4) * 4 for size in sizes]
     if isinstance(logits, TensorMeta):  # planning: only dtype and alignment matter
         return tuple(TensorMeta((size,), torch.int32) for size in padded)
     total = sum(padded)
     flat = torch.empty(max(total, 1), dtype=torch.int32, device=logits.device)
-    if zero_first:
-        flat[: padded[0]].zero_()
-    return tuple(flat.split_with_sizes(padded)) if total else (flat,) * len(padded)
+    return tuple(flat.split_with_sizes(padded)) if total else (flat,) * len(sizes)
 
 
 def ragged_topk_launches(

@@ -14,9 +14,8 @@ from kernels import (
     ragged_topk_launch,
     ragged_topk_launches,
     topk_launch_config,
-    topk_tuning_configs,
 )
-from kernels.topk import SPLIT_APART_CHUNK, SPLIT_APART_WARPS, sampled_split_config
+from kernels.topk import SPLIT_APART_CHUNK, SPLIT_APART_WARPS
 
 from _helpers import INT_POISON, assert_topk_matches
 
@@ -377,7 +376,7 @@ def test_topk_device_mismatch_is_named():
         )
 
 
-@pytest.mark.parametrize("design", ["split", "split.apart", "sampled", "sampled.apart"])
+@pytest.mark.parametrize("design", ["split", "split.apart"])
 def test_topk_launch_list_runs_again_exact(device, design):
     # a launch list built once and run again (as a CUDA graph replays it) over new values: its
     # workspace holds the last run's counters, and must not steer the next run
@@ -389,8 +388,6 @@ def test_topk_launch_list_runs_again_exact(device, design):
         "split.apart": dataclasses.replace(
             split, block=512, candidates=256, finish_warps=4, collect_warps=split.num_warps
         ),
-        "sampled": _sampled(width, k),
-        "sampled.apart": _sampled(width, k, finish_warps=4),
     }[design]
     logits = torch.randn(rows, width, generator=gen).to(device)
     lengths = torch.tensor([width, 2500, 1024, 101, 100], dtype=torch.int32).to(device)
@@ -402,87 +399,3 @@ def test_topk_launch_list_runs_again_exact(device, design):
         for launch in launches:
             launch.run()
         assert_topk_matches(out, logits.cpu(), lengths.cpu(), k)
-
-
-def _sampled(width, k, finish_warps=0, **fields):
-    # a sampled split config for rows of this width, with small chunks (many programs per row)
-    base = topk_launch_config(SPLIT_MIN_COLS * 4, k, 1)
-    if finish_warps:
-        base = dataclasses.replace(base, finish_warps=finish_warps, collect_warps=base.num_warps)
-    cfg = sampled_split_config(base, width, k)
-    assert cfg is not None and cfg.sample > 0
-    return dataclasses.replace(cfg, block=512, **fields)
-
-
-@pytest.mark.parametrize("finish_warps", [0, 2])
-@pytest.mark.parametrize("ties", [False, True])
-def test_topk_sampled_split_is_exact(device, finish_warps, ties):
-    # rows bounded from a sample (no bound launch), finished by the last collect program or
-    # by a third launch; rows of every length around k, ties across chunks
-    width, k = 3000, 100
-    gen = torch.Generator().manual_seed(5 + finish_warps + ties)
-    lengths = _lengths_around(k, width, gen)
-    logits = torch.randn(len(lengths), width, generator=gen)
-    if ties:
-        logits = logits.round(decimals=1) - 0.3
-    out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
-    cfg = _sampled(width, k, finish_warps)
-    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=cfg)
-    assert len(launches) == (2 if finish_warps else 1)
-    for launch in launches:
-        launch.run()
-    assert_topk_matches(out, logits, lengths, k)
-
-
-def test_topk_sampled_bound_gathers_a_list_that_fits(device):
-    # on well-mixed rows the sample's bound gathers between k and the list's size (the list is
-    # used, no row streamed): counted by the scan launch of rows finished apart
-    width, k = 6000, 100
-    gen = torch.Generator().manual_seed(21)
-    logits = torch.rand(4, width, generator=gen)
-    lengths = torch.tensor([width, 5000, 2001, 777], dtype=torch.int32)
-    out = torch.full((4, k), INT_POISON, dtype=torch.int32, device=device)
-    cfg = _sampled(width, k, finish_warps=2)
-    collect, finish = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, cfg)
-    collect.run()
-    counts = collect.args[2][:4].cpu()
-    assert (counts >= k).all() and (counts <= cfg.candidates).all(), counts
-    finish.run()
-    assert_topk_matches(out, logits, lengths, k)
-    assert (collect.args[2][:4].cpu() == 0).all(), "the finishing launch resets the counters"
-
-
-@pytest.mark.parametrize("finish_warps", [0, 2])
-@pytest.mark.parametrize("mislead", ["too_few", "too_many"])
-def test_topk_sampled_bound_that_misleads_streams_the_row(device, finish_warps, mislead):
-    # the sample is the keys at the start of each stride of the row (a quarter of it here):
-    # make them the row's largest (the bound gathers fewer than k) or its smallest (the list
-    # overflows)
-    width, k = 4096, 64
-    cfg = _sampled(width, k, finish_warps, candidates=256, sample=1024)
-    blocks = cfg.sample // 32
-    stride = width // blocks
-    sampled = (torch.arange(width) % stride) < 32
-    gen = torch.Generator().manual_seed(3)
-    logits = torch.rand(2, width, generator=gen)
-    logits[:, sampled] += 2.0 if mislead == "too_few" else -2.0
-    lengths = torch.tensor([width, width], dtype=torch.int32)
-    out = torch.full((2, k), INT_POISON, dtype=torch.int32, device=device)
-    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=cfg)
-    launches[0].run()
-    if finish_warps:  # the scan launch counted what the misleading bound gathered
-        counts = launches[0].args[2][:2].cpu()
-        assert ((counts < k) if mislead == "too_few" else (counts > cfg.candidates)).all()
-    for launch in launches[1:]:
-        launch.run()
-    assert_topk_matches(out, logits, lengths, k)
-
-
-def test_topk_sampled_split_only_where_a_sample_bounds_rows():
-    # a sample big enough for its rank: narrow rows and large k keep the bound launch
-    assert sampled_split_config(topk_launch_config(32768, 512, 64), 32768, 512).sample == 2048
-    assert sampled_split_config(topk_launch_config(131072, 2048, 64), 131072, 2048) is not None
-    assert sampled_split_config(topk_launch_config(32768, 64, 1), 10**6, 64) is None
-    assert sampled_split_config(topk_launch_config(32768, 4096, 1), 32768, 4096) is None
-    names = topk_tuning_configs(32768, 512, 64)
-    assert {"sampled.c4096", "sampled.apart.c4096"} <= set(names)

@@ -268,11 +268,8 @@ def build_qsa_plan(
                         lists = f".n{o['CANDIDATES']}" if "CANDIDATES" in o else ""
                         # rows finished apart by a third launch
                         scan_only = ".scan" if o.get("FINISH") is False else ""
-                        # rows bounded from a sample of this many keys (no bound launch)
-                        sampled = f".s{o['SAMPLE']}" if o.get("SAMPLE") else ""
                         spec_id = (
-                            f"topk.split.{part}.c{o['CHUNK']}{lists}{sampled}"
-                            f".w{o['num_warps']}{scan_only}"
+                            f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
                         )
                     else:
                         path = "single" if o["SINGLE"] else "streaming"
