@@ -221,17 +221,25 @@ def _count_at_least(row_ptr, keys, n, threshold, BLOCK: tl.constexpr, SINGLE: tl
 
 @triton.jit
 def _kth_largest_bisect(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
-    """(threshold key, ties to take) by 32 halvings of the key range."""
-    # invariant: count(key >= lo) >= k > count(key >= hi)
+    """(threshold key, ties to take) for a row of n > k keys: halvings of the key range until
+    exactly k keys lie at or above its low end (well-mixed rows: about half of the 32 halvings
+    a one-key range needs), or the range is one key (ties at the threshold)."""
+    # invariant: at_lo = count(key >= lo) >= k > at_hi = count(key >= hi)
     lo = tl.full((), -2147483648, tl.int64)
     hi = tl.full((), 2147483648, tl.int64)
-    for _ in range(32):
+    at_lo = n
+    at_hi = tl.full((), 0, tl.int32)
+    while (hi - lo > 1) & (at_lo != k):
         mid = (lo + hi) >> 1
         count = _count_at_least(row_ptr, keys, n, mid.to(tl.int32), BLOCK, SINGLE)
-        lo = tl.where(count >= k, mid, lo)
-        hi = tl.where(count >= k, hi, mid)
-    threshold = lo.to(tl.int32)
-    return threshold, k - _count_at_least(row_ptr, keys, n, threshold + 1, BLOCK, SINGLE)
+        enough = count >= k
+        lo = tl.where(enough, mid, lo)
+        at_lo = tl.where(enough, count, at_lo)
+        hi = tl.where(enough, hi, mid)
+        at_hi = tl.where(enough, at_hi, count)
+    # exactly k keys >= lo: all of them, as the keys above lo - 1 (lo rose above the minimum)
+    exact = at_lo == k
+    return tl.where(exact, lo - 1, lo).to(tl.int32), tl.where(exact, 0, k - at_hi)
 
 
 @triton.jit
@@ -340,15 +348,21 @@ def _keys_per_full_chunk(n, k, CHUNK: tl.constexpr):
 @triton.jit
 def _lower_bound_of(values, need, STEPS: tl.constexpr):
     """A key b with count(values >= b) >= need (values: int32 keys, need <= their number), as
-    large as STEPS halvings of the values' range get it."""
-    # invariant: count(values >= low) >= need > count(values >= high)
+    large as STEPS halvings of the values' range get it; a halving that leaves exactly ``need``
+    values at or above b ends the search (b is then above every other value)."""
+    # invariant: at_low = count(values >= low) >= need > count(values >= high)
     low = tl.min(values, axis=0).to(tl.int64)
     high = tl.max(values, axis=0).to(tl.int64) + 1
-    for _ in range(STEPS):
+    at_low = tl.full((), values.shape[0], tl.int32)
+    step = 0
+    while (step < STEPS) & (at_low != need):
         mid = (low + high) >> 1
-        enough = tl.sum((values >= mid.to(tl.int32)).to(tl.int32), axis=0) >= need
+        count = tl.sum((values >= mid.to(tl.int32)).to(tl.int32), axis=0)
+        enough = count >= need
         low = tl.where(enough, mid, low)
+        at_low = tl.where(enough, count, at_low)
         high = tl.where(enough, high, mid)
+        step += 1
     return low.to(tl.int32)
 
 
@@ -400,11 +414,12 @@ def _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _split_five_ways(keys, valid, need, low, high):
+def _split_five_ways(keys, valid, need, low, high, at_low):
     """One step of the k-th largest search that cuts [low, high) five ways instead of two:
     the counts at four thresholds share one reduction (16-bit fields of one int64 sum; fewer
     than 65536 valid keys), so the search takes ~2.3x fewer dependent reductions. Keeps
-    count(keys >= low) >= need > count(keys >= high)."""
+    count(keys >= low) >= need > count(keys >= high), and returns count(keys >= low) (given
+    as ``at_low``)."""
     step = tl.maximum((high - low + 4) // 5, 1)
     t1 = tl.minimum(low + step, high - 1)
     t2 = tl.minimum(low + 2 * step, high - 1)
@@ -418,14 +433,19 @@ def _split_five_ways(keys, valid, need, low, high):
         + tl.where(valid & (keys >= t4.to(tl.int32)), one << 48, 0)
     )
     total = tl.sum(packed, axis=0)
+    c1 = (total & 0xFFFF).to(tl.int32)
+    c2 = ((total >> 16) & 0xFFFF).to(tl.int32)
+    c3 = ((total >> 32) & 0xFFFF).to(tl.int32)
+    c4 = ((total >> 48) & 0xFFFF).to(tl.int32)
     # counts fall as thresholds rise: the thresholds with enough keys form a prefix
-    ok1 = (total & 0xFFFF) >= need
-    ok2 = ((total >> 16) & 0xFFFF) >= need
-    ok3 = ((total >> 32) & 0xFFFF) >= need
-    ok4 = ((total >> 48) & 0xFFFF) >= need
+    ok1 = c1 >= need
+    ok2 = c2 >= need
+    ok3 = c3 >= need
+    ok4 = c4 >= need
     new_low = tl.where(ok4, t4, tl.where(ok3, t3, tl.where(ok2, t2, tl.where(ok1, t1, low))))
     new_high = tl.where(ok4, high, tl.where(ok3, t4, tl.where(ok2, t3, tl.where(ok1, t2, t1))))
-    return new_low, new_high
+    counted = tl.where(ok4, c4, tl.where(ok3, c3, tl.where(ok2, c2, tl.where(ok1, c1, at_low))))
+    return new_low, new_high, counted
 
 
 @triton.jit
@@ -448,10 +468,12 @@ def _finish_row(
         # written by other programs of this launch: read through L2
         cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
         keys = _load_keys(row_ptr, cols, n)
-        # the k-th largest key t: count(key >= low) >= k > count(key >= high)
+        # the k-th largest key t: count(key >= low) >= k > count(key >= high); done when
+        # exactly k keys are >= low (all of them are taken: the ties below are all at low)
         high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
-        while high - low > 1:
-            low, high = _split_five_ways(keys, in_list, k, low, high)
+        at_low = num_cands
+        while (high - low > 1) & (at_low != k):
+            low, high, at_low = _split_five_ways(keys, in_list, k, low, high, at_low)
         threshold = low.to(tl.int32)
         above = in_list & (keys > threshold)
         tie = in_list & (keys == threshold)

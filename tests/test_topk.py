@@ -86,6 +86,33 @@ def test_topk_streaming_path(device):
     assert_topk_matches(out, logits, lengths, k)
 
 
+@pytest.mark.parametrize("design", ["single", "streaming", "split", "split.apart"])
+def test_topk_kth_largest_on_a_search_midpoint(device, design):
+    # the searches stop once exactly k keys lie at or above the low end of their range; here
+    # the k-th largest value (2.0, whose key 2**30 is the bisection's second midpoint) sits on
+    # that low end, so it must be taken with the k - 1 values above it
+    width, k = 3000, 64
+    gen = torch.Generator().manual_seed(8)
+    lengths = torch.tensor([width, 2000, k + 1], dtype=torch.int32)
+    logits = torch.rand(3, width, generator=gen) * 0.9 + 0.05
+    for row, n in enumerate(lengths.tolist()):
+        cols = torch.randperm(n, generator=gen)[:k]
+        logits[row, cols[:-1]] = 3.0
+        logits[row, cols[-1]] = 2.0
+    config = {
+        "single": topk_launch_config(width, k),
+        "streaming": TopkConfig("streaming", 1024, 4, 1024),
+        "split": TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
+        "split.apart": TopkConfig(
+            "split", 512, 4, 0, candidates=256, collect_warps=4, finish_warps=2
+        ),
+    }[design]
+    out = torch.full((3, k), INT_POISON, dtype=torch.int32, device=device)
+    for launch in ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config):
+        launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+
+
 _SMALL_CHUNK_ROWS = [
     (256, 700, 50, True, 1024),
     (512, 3000, 333, True, 1024),
