@@ -1,0 +1,38 @@
+"""ragged_topk of the tree of 2cc299c (early exits) beside the tree before them (a7f0d91's
+kernels/topk.py at scratch/topk_base.py, loaded as kernels._topk_base), graph and eager, in one process,
+with masked torch.topk. Run from the repository root."""
+import json, os, shutil, sys
+import torch
+sys.path.insert(0, "."); sys.path.insert(0, "tools")
+shutil.copy("scratch/topk_base.py", "kernels/_topk_base.py")
+from bench_kernels import graph_bench, bench
+import kernels.topk as NEW
+import kernels._topk_base as BASE
+
+shapes = [(64, 32768, 512), (8, 32768, 512), (256, 8192, 512), (64, 131072, 2048), (1, 2048, 512),
+          (64, 2048, 512), (8, 8192, 512), (1024, 8192, 512), (2048, 8192, 512), (4096, 8192, 512),
+          (1, 32768, 512), (256, 32768, 512), (1024, 32768, 512), (4096, 32768, 512), (16, 65536, 2048),
+          (256, 2048, 512), (2048, 4160, 512)]
+res = []
+for rows, cols, k in shapes:
+    for dist in ("normal", "rounded"):
+        torch.manual_seed(rows * 7 + cols)
+        logits = torch.randn(rows, cols, device="cuda")
+        if dist == "rounded":
+            logits = logits.round(decimals=2)
+        lengths = torch.full((rows,), cols, dtype=torch.int32, device="cuda")
+        want = logits.topk(k, dim=1).values
+        tt = graph_bench(lambda: torch.topk(logits, k, dim=1)) * 1e3
+        row = dict(rows=rows, cols=cols, k=k, dist=dist, torch_us=tt)
+        for name, mod in (("base", BASE), ("new", NEW)):
+            out = torch.full((rows, k), -7, dtype=torch.int32, device="cuda")
+            mod.ragged_topk(logits, lengths, k, out); torch.cuda.synchronize()
+            got = logits.gather(1, out.long().clamp(min=0)).sort(dim=1, descending=True).values
+            row[name + "_exact"] = bool(torch.equal(got, want)) and bool((out >= 0).all())
+            row[name + "_graph_us"] = graph_bench(lambda: mod.ragged_topk(logits, lengths, k, out)) * 1e3
+            row[name + "_eager_us"] = bench(lambda: mod.ragged_topk(logits, lengths, k, out)) * 1e3
+        res.append(row)
+        print(f"{rows:>5}x{cols:<6} k={k:<5} {dist:<7} base {row['base_graph_us']:7.1f} new {row['new_graph_us']:7.1f}"
+              f" ({row['new_graph_us']/row['base_graph_us']:.2f}x) eager {row['base_eager_us']:7.1f} {row['new_eager_us']:7.1f}"
+              f" torch {tt:7.1f} new/torch {row['new_graph_us']/tt:.2f} exact {row['base_exact']} {row['new_exact']}", flush=True)
+json.dump(res, open(os.path.join(os.environ.get("OUT", "."), "ab_topk.json"), "w"), indent=1)
