@@ -3,8 +3,9 @@
 
 Keys: each float32 maps to an integer key with the same order. One program per row (rows up to
 ``SPLIT_MIN_COLS`` wide, and up to ``SPLIT_MANY_ROWS_MIN_COLS`` in calls of many rows): find the
-k-th largest key (32 bisection counts), then write every column whose key is above it plus the
-lowest-indexed columns equal to it, compacted with a prefix sum; rows up to
+k-th largest key (up to 32 bisection counts: it stops once exactly k keys are at or above its
+low end), then write every column whose key is above it plus the lowest-indexed columns equal
+to it, compacted with a prefix sum; rows up to
 ``SINGLE_PASS_MAX_COLS`` stay in registers (``single``), wider ones stream (``streaming``).
 Wider rows take the ``split`` path (two or three launches, described above
 ``_split_bound_kernel``): many programs per row bound the k-th largest key from below and
@@ -75,8 +76,8 @@ SPLIT_FINISH_WARPS = 4
 SPLIT_APART_CHUNK = 2048
 SPLIT_APART_WARPS = 4
 # From SPLIT_FINISH_APART_MIN_ROWS rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS (up to
-# SPLIT_MIN_COLS) are split too, finished apart: one program per row then runs its 33-step
-# search in several waves, while the split path's bound, scan and finish each fill the GPU.
+# SPLIT_MIN_COLS) are split too, finished apart: one program per row then runs its (up to)
+# 32-step search in several waves, while the split path's bound, scan and finish each fill the GPU.
 # H100, k = 512, CUDA graphs, split vs one program per row (benchmarks/kernel_work/4217df6/
 # topk8k.txt, f2031f0/topk_thresh.txt): 8192 columns 256 rows 44.4 vs 46.1 us, 512 rows 71.0 vs
 # 86.0, 1024 rows 126.2 vs 164.9, 4096 rows 444 vs 621; 4160 columns 256 rows 37.4 vs 43.9,
@@ -310,10 +311,10 @@ def _ragged_topk_kernel(
 # -- split path: one row spread over many programs ------------------------------------------
 # Two launches, so all SMs work on a few long rows:
 #   bound:   each program holding a full chunk of a row finds a key b with at least
-#            j = ceil(k / full chunks) of its chunk's keys >= b (16 bisection steps over the
-#            chunk's key range, in registers; over the maxima of groups of GROUP keys when there
-#            are SPLIT_GROUPS_PER_KEY groups per needed key: the search is ALU-bound at prefill
-#            sizes).
+#            j = ceil(k / full chunks) of its chunk's keys >= b (up to 16 bisection steps over
+#            the chunk's key range, in registers; over the maxima of groups of GROUP keys when
+#            there are SPLIT_GROUPS_PER_KEY groups per needed key: the search is ALU-bound at
+#            prefill sizes).
 #            The smallest b of a row's chunks is a lower bound of the row's k-th largest key:
 #            those chunks alone hold >= k keys at or above it.
 #   collect: each program compacts the columns of its chunk whose key is >= the row's bound and
