@@ -122,8 +122,8 @@ def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
 def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkConfig]:
     """Every design the benchmarks time for one shape, by name: the dispatched config first,
     then the alternatives a tuning run weighs against it (one program per row where the width
-    allows it, where rows finish, the finishing warps, the chunk, the warps). The GPU tests run
-    each of them, rerun and replayed."""
+    allows it, where rows finish, the finishing warps, the collect launch's warps, the chunk,
+    the warps). The GPU tests run each of them, rerun and replayed."""
     dispatched = topk_launch_config(num_cols, k, num_rows)
     configs = {"dispatched": dispatched}
     if dispatched.path == "single":
@@ -142,6 +142,10 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
         configs[f"apart.w{warps}"] = replace(
             fused, finish_warps=warps, collect_warps=fused.num_warps
         )
+    for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
+        cfg = replace(dispatched, collect_warps=warps)
+        if cfg != dispatched:
+            configs[f"collect.w{warps}"] = cfg
     for chunk in (dispatched.block, 8192, 2048, 1024):
         for warps in (dispatched.num_warps, 4):
             cfg = replace(dispatched, block=chunk, num_warps=warps)
