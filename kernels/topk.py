@@ -78,9 +78,10 @@ SPLIT_APART_WARPS = 4
 # The collect launch's warps. Rows finished apart: 2 (the scan is a chain of dependent steps per
 # program; more programs resident hide it better); H100, CUDA graphs, k = 512, 2 vs 8 warps
 # (benchmarks/kernel_work/9429278/): 4096 x 32K 799 vs 906 us, 1024 x 32K 219 vs 246, 4096 x
-# 8K 363 vs 390, 2048 x 4160 143 vs 153. Rows finished by the last collect program: 8, whatever
-# the list's size (16 warps for 4096 candidates lost): 64 x 128K, k = 2048, 92 vs 130 us; 16 x
-# 64K 33 vs 39; at k = 512, 64 x 32K, 4 warps 36.4 vs 34.9.
+# 8K 363 vs 390, 2048 x 4160 143 vs 153. Rows finished by the last collect program: 8, or one
+# per 512 listed candidates for lists over 4096 (16 warps for 4096 candidates lost: 64 x 128K,
+# k = 2048, 92 vs 130 us; 16 x 64K 33 vs 39; at k = 512, 64 x 32K, 4 warps 36.4 vs 34.9;
+# 8192-candidate lists, k > 2730, not measured).
 SPLIT_APART_COLLECT_WARPS = 2
 # From SPLIT_FINISH_APART_MIN_ROWS rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS (up to
 # SPLIT_MIN_COLS) are split too, finished apart: one program per row then runs its (up to)
@@ -192,7 +193,7 @@ def _split_config(k: int, finish_apart: bool) -> TopkConfig:
         SPLIT_WARPS,
         _OUT_BLOCK,
         candidates=candidates,
-        collect_warps=SPLIT_WARPS,
+        collect_warps=max(SPLIT_WARPS, candidates // 512),
         group=group,
     )
 
