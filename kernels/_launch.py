@@ -95,6 +95,20 @@ def _cuda_arch(index: int) -> int:
     return major * 10 + minor
 
 
+def current_stream_handle(device: torch.device) -> int:
+    """The current stream of ``device`` as a number (0 off CUDA), as cheaply as Triton's
+    launcher asks for it."""
+    if device.type != "cuda":
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return torch._C._cuda_getCurrentRawStream(index)
+
+
+def stream_capturing(device: torch.device) -> bool:
+    """Whether the current stream of ``device`` is capturing a CUDA graph."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
 def interpreting() -> bool:
     """True when Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
     return bool(triton.knobs.runtime.interpret)

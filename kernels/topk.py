@@ -10,7 +10,9 @@ to it, compacted with a prefix sum; rows up to
 Wider rows take the ``split`` path (two or three launches, described above
 ``_split_bound_kernel``): many programs per row bound the k-th largest key from below and
 gather the few columns above the bound; the last of a row's programs then selects among those
-candidates, or, for calls of many rows, a third launch of one program per row does.
+candidates, or, for calls of many rows, a third launch of one program per row does. Calls of
+few such rows take the ``coop`` path: the same steps in one launch, a row's programs meeting at
+a barrier (described above ``_coop_topk_kernel``).
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import torch
 import triton
@@ -30,7 +33,16 @@ import triton.language as tl
 
 from ._checks import check_int, check_same_device, check_shape, check_tensor
 from ._fast_launch import remember_prepared
-from ._launch import KernelLaunch, TensorMeta, call_key, cdiv, next_power_of_2
+from ._launch import (
+    KernelLaunch,
+    TensorMeta,
+    call_key,
+    cdiv,
+    current_stream_handle,
+    interpreting,
+    next_power_of_2,
+    stream_capturing,
+)
 
 __all__ = [
     "TopkConfig",
@@ -42,7 +54,9 @@ __all__ = [
     "SPLIT_MIN_COLS",
     "SPLIT_FINISH_APART_MIN_ROWS",
     "SPLIT_MANY_ROWS_MIN_COLS",
-    "TOPK_ROW_THRESHOLDS",
+    "COOP_MAX_PROGRAMS",
+    "COOP_MAX_PARTS",
+    "topk_row_thresholds",
     "topk_tuning_configs",
 ]
 
@@ -91,13 +105,27 @@ SPLIT_APART_COLLECT_WARPS = 2
 # 86.0, 1024 rows 126.2 vs 164.9, 4096 rows 444 vs 621; 4160 columns 256 rows 37.4 vs 43.9,
 # 1024 rows 98.5 vs 160.6; at 64 rows and fewer one program per row wins (24.5 vs 27.8 at 8K).
 SPLIT_MANY_ROWS_MIN_COLS = 4096
-# every row count at which topk_launch_config's choice can change (the planner's row classes)
-TOPK_ROW_THRESHOLDS = (SPLIT_FINISH_APART_MIN_ROWS,)
+# Few rows of a split width take one launch (``coop``, _coop_topk_kernel): a row's programs meet
+# at a barrier in that launch instead of in a second one, and keep their chunk in registers
+# between the bound and the collect. It waits on programs of the same launch, so it is used only
+# where every program can be resident at once (at most COOP_MAX_PROGRAMS programs a call) and a
+# row's programs are few (COOP_MAX_PARTS: a row completes on any GPU that holds that many
+# programs at once, a 16-SM MIG slice included, since programs start in launch order). H200,
+# CUDA graphs, k = 512 unless said, coop vs dispatched split (benchmarks/kernel_work/coop/):
+# 1 x 16K 14.9 vs 20.0 us, 8 x 16K 18.0 vs 21.3, 16 x 16K 18.8 vs 22.5, 1 x 32K 18.2 vs 21.9,
+# 8 x 32K 18.4 vs 21.2, 16 x 32K 21.2 vs 23.2, 8 x 64K 22.1 vs 23.6, 8 x 64K k = 2048 25.6 vs
+# 30.1; with more programs it loses (64 x 32K 41.9 vs 33.0: its finishing code holds ~130-170
+# registers, so programs wait for a second wave while others spin).
+COOP_MAX_PROGRAMS = 128
+COOP_MAX_PARTS = 16
+COOP_CHUNKS = (1024, 2048, 4096)  # the smallest whose programs fit is used
+_COOP_STATE_INTS = 4  # per row: bound (atomic min), bounds arrived, candidates, rows collected
 
 
 @dataclass(frozen=True)
 class TopkConfig:
-    # "single", "streaming" (one program per row) or "split" (a row over many programs)
+    # "single", "streaming" (one program per row), "split" (a row over many programs, two or
+    # three launches) or "coop" (a row over many programs that meet within one launch)
     path: str
     block: int
     num_warps: int
@@ -117,14 +145,28 @@ def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
     """Every launch decision of the ragged top-k (called by the launcher and the planner).
 
     Rows wider than ``SPLIT_MIN_COLS`` (or than ``SPLIT_MANY_ROWS_MIN_COLS`` in calls of
-    ``SPLIT_FINISH_APART_MIN_ROWS`` rows) are spread over many programs (``split``: a fixed chunk
-    whatever the width, and a candidate list sized from k: about 1.2 k candidates gather for
-    well-mixed rows, so the list holds 1.5 k, at least ``SPLIT_CANDIDATES``); narrower rows take
-    one program each, widths bucketed to powers of two. From ``SPLIT_FINISH_APART_MIN_ROWS``
-    rows on, a split top-k finishes its rows in a third launch and rows of up to
-    ``SPLIT_MIN_COLS`` are split too (``TOPK_ROW_THRESHOLDS``: the row counts that matter). A
-    deployment (one k) reaches a small, known set of variants whatever its per-step sizes are."""
-    return _launch_config(num_cols, k, num_rows >= SPLIT_FINISH_APART_MIN_ROWS)
+    ``SPLIT_FINISH_APART_MIN_ROWS`` rows) are spread over many programs, with a candidate list
+    sized from k (about 1.2 k candidates gather for well-mixed rows, so the list holds 1.5 k, at
+    least ``SPLIT_CANDIDATES``): in one launch (``coop``) while the call has at most
+    ``COOP_MAX_PROGRAMS`` programs of at most ``COOP_MAX_PARTS`` a row, else in two launches
+    (``split``: a fixed chunk whatever the width), or three from ``SPLIT_FINISH_APART_MIN_ROWS``
+    rows on, where rows of up to ``SPLIT_MIN_COLS`` are split too. Narrower rows take one
+    program each, widths bucketed to powers of two. :func:`topk_row_thresholds` names the row
+    counts that matter. A deployment (one k) reaches a small, known set of variants whatever
+    its per-step sizes are."""
+    return _launch_config(num_cols, k, num_rows)
+
+
+def topk_row_thresholds(num_cols: int, k: int) -> tuple[int, ...]:
+    """Every row count at which :func:`topk_launch_config`'s choice for this width and k can
+    change (the planner's row classes: rows 1 and each of these reach every variant)."""
+    rows = {SPLIT_FINISH_APART_MIN_ROWS}
+    if num_cols > SPLIT_MIN_COLS:
+        for chunk in COOP_CHUNKS:
+            parts = cdiv(num_cols, chunk)
+            if parts <= COOP_MAX_PARTS:
+                rows.add(COOP_MAX_PROGRAMS // parts + 1)
+    return tuple(sorted(rows))
 
 
 def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkConfig]:
@@ -139,10 +181,15 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
             cfg = replace(dispatched, num_warps=warps)
             if cfg != dispatched:
                 configs[f"single.w{warps}"] = cfg
-    if dispatched.path != "split":
+    if dispatched.path not in ("split", "coop"):
         return configs
     if num_cols <= SPLIT_MIN_COLS:  # split for its row count: one program per row beside it
         configs["single"] = _per_row_config(num_cols)
+    for chunk in COOP_CHUNKS:  # one launch, at every chunk that keeps a row's programs few
+        if cdiv(num_cols, chunk) <= COOP_MAX_PARTS:
+            cfg = _coop_config(k, chunk)
+            if cfg != dispatched:
+                configs[f"coop.c{chunk}"] = cfg
     fused = _split_config(k, finish_apart=False)
     if fused != dispatched:
         configs["fused"] = fused
@@ -150,23 +197,48 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
         configs[f"apart.w{warps}"] = replace(
             fused, finish_warps=warps, collect_warps=fused.num_warps
         )
+    split = dispatched if dispatched.path == "split" else fused
     for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
-        cfg = replace(dispatched, collect_warps=warps)
-        if cfg != dispatched:
+        cfg = replace(split, collect_warps=warps)
+        if cfg != split:
             configs[f"collect.w{warps}"] = cfg
-    for chunk in (dispatched.block, 8192, 2048, 1024):
-        for warps in (dispatched.num_warps, 4):
-            cfg = replace(dispatched, block=chunk, num_warps=warps)
+    for chunk in (split.block, 8192, 2048, 1024):
+        for warps in (split.num_warps, 4):
+            cfg = replace(split, block=chunk, num_warps=warps)
             if cfg not in configs.values():
                 configs[f"c{chunk}.w{warps}"] = cfg
     return configs
 
 
 @functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
-def _launch_config(num_cols: int, k: int, many_rows: bool) -> TopkConfig:
+def _launch_config(num_cols: int, k: int, num_rows: int) -> TopkConfig:
+    many_rows = num_rows >= SPLIT_FINISH_APART_MIN_ROWS
+    if num_cols > SPLIT_MIN_COLS:
+        chunk = _coop_chunk(num_cols, num_rows)
+        if chunk:
+            return _coop_config(k, chunk)
     if num_cols > SPLIT_MIN_COLS or (many_rows and num_cols > SPLIT_MANY_ROWS_MIN_COLS):
         return _split_config(k, finish_apart=many_rows)
     return _per_row_config(num_cols)
+
+
+def _coop_chunk(num_cols: int, num_rows: int) -> int:
+    """The smallest of COOP_CHUNKS whose programs fit (0: none does)."""
+    for chunk in COOP_CHUNKS:
+        parts = cdiv(num_cols, chunk)
+        if parts <= COOP_MAX_PARTS and num_rows * parts <= COOP_MAX_PROGRAMS:
+            return chunk
+    return 0
+
+
+def _coop_config(k: int, chunk: int) -> TopkConfig:
+    # the finishing program holds the candidate list: 4 warps for up to 2048 candidates (8 for
+    # 4096-key chunks); more warps lost at 1024 and 2048 columns (8 x 32K 18.6 vs 18.4 us)
+    split = _split_config(k, finish_apart=False)
+    warps = max(4, split.candidates // 512, chunk // 512)
+    return TopkConfig(
+        "coop", chunk, warps, _OUT_BLOCK, candidates=split.candidates, group=split.group
+    )
 
 
 def _split_config(k: int, finish_apart: bool) -> TopkConfig:
@@ -346,6 +418,7 @@ _BOUND_STEPS = tl.constexpr(16)
 _KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
 _KEY_MAX = tl.constexpr(2147483647)
 _GROUPS_PER_KEY = tl.constexpr(SPLIT_GROUPS_PER_KEY)
+_COOP_STATE = tl.constexpr(_COOP_STATE_INTS)
 
 
 @triton.jit
@@ -402,16 +475,21 @@ def _split_bound_kernel(
         if chunk < full:
             cols = chunk * CHUNK + tl.arange(0, CHUNK)
             keys = _load_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
-            if GROUP > 1 and share * _GROUPS_PER_KEY <= CHUNK // GROUP:
-                # The maxima of disjoint groups are distinct keys, so a bound met by `share`
-                # maxima is met by the chunk; with 4 groups per needed key it is nearly as
-                # tight (top keys rarely share a group), for 1/GROUP of the search's work.
-                # Any grouping will do: let the compiler keep each group in one thread.
-                groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
-                bound = _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS)
-            else:
-                bound = _lower_bound_of(keys, share, _BOUND_STEPS)
+            bound = _chunk_bound(keys, share, CHUNK, GROUP)
             tl.store(bounds_ptr + row.to(tl.int64) * tl.num_programs(1) + chunk, bound)
+
+
+@triton.jit
+def _chunk_bound(keys, share, CHUNK: tl.constexpr, GROUP: tl.constexpr):
+    """A key with at least ``share`` of a full chunk's keys at or above it, nearly the highest."""
+    if GROUP > 1 and share * _GROUPS_PER_KEY <= CHUNK // GROUP:
+        # The maxima of disjoint groups are distinct keys, so a bound met by `share` maxima is
+        # met by the chunk; with 4 groups per needed key it is nearly as tight (top keys rarely
+        # share a group), for 1/GROUP of the search's work. Any grouping will do: let the
+        # compiler keep each group in one thread.
+        groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
+        return _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS)
+    return _lower_bound_of(keys, share, _BOUND_STEPS)
 
 
 @triton.jit
@@ -465,22 +543,28 @@ def _split_five_ways(keys, valid, need, low, high, at_low):
 def _finish_row(
     row_ptr,
     row_cands_ptr,
+    row_cand_keys_ptr,
     out_row_ptr,
     n,
     k,
     low,
     num_cands,
     CANDIDATES: tl.constexpr,
+    KEYS_LISTED: tl.constexpr,
 ):
     """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
     row's candidate list (every column with key >= low, when it did not overflow; an overflowed
-    list is ignored and the whole row searched)."""
+    list is ignored and the whole row searched); with KEYS_LISTED the candidates' keys are
+    listed beside their columns, else they are read from the row."""
     slots = tl.arange(0, CANDIDATES)
     if num_cands <= CANDIDATES:  # every key >= the k-th largest is in the list
         in_list = slots < num_cands
         # written by other programs of this launch: read through L2
         cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
-        keys = _load_keys(row_ptr, cols, n)
+        if KEYS_LISTED:
+            keys = tl.load(row_cand_keys_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
+        else:
+            keys = _load_keys(row_ptr, cols, n)
         # the k-th largest key t: count(key >= low) >= k > count(key >= high); done when
         # exactly k keys are >= low (all of them are taken: the ties below are all at low)
         high = tl.max(tl.where(in_list, keys, _KEY_MIN), axis=0).to(tl.int64) + 1
@@ -532,10 +616,10 @@ def _split_collect_kernel(
         row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         cols = chunk * CHUNK + tl.arange(0, CHUNK)
-        take = (cols < n) & (_load_keys(row_ptr, cols, n) >= bound.to(tl.int32))
-        first = tl.atomic_add(counts_ptr + row, tl.sum(take.to(tl.int32), axis=0), sem="relaxed")
-        slot = first + tl.cumsum(take.to(tl.int32), axis=0) - 1
-        tl.store(row_cands_ptr + slot, cols, mask=take & (slot < CANDIDATES))
+        keys = _load_keys(row_ptr, cols, n)
+        _append_candidates(
+            counts_ptr + row, row_cands_ptr, row_cands_ptr, cols, keys, n, bound, CANDIDATES, False
+        )
         if FINISH:
             # Release this program's candidates before arriving (barrier, then a release by the
             # arriving thread); the last to arrive (acquire) sees every program's candidates and
@@ -547,12 +631,14 @@ def _split_collect_kernel(
                 _finish_row(
                     row_ptr,
                     row_cands_ptr,
+                    row_cands_ptr,
                     out_row_ptr,
                     n,
                     k,
                     bound,
                     num_cands,
                     CANDIDATES,
+                    False,
                 )
 
 
@@ -582,24 +668,149 @@ def _split_finish_kernel(
     if n > k:
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
+        row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
         _finish_row(
             logits_ptr + row.to(tl.int64) * stride_logits_row,
-            cands_ptr + row.to(tl.int64) * CANDIDATES,
+            row_cands_ptr,
+            row_cands_ptr,
             out_ptr + row.to(tl.int64) * stride_out_row,
             n,
             k,
             bound,
             num_cands,
             CANDIDATES,
+            False,
         )
 
 
-def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> tuple[int, ...]:
-    """The int32 workspace regions one top-k call needs (none off the split path)."""
+@triton.jit
+def _append_candidates(
+    count_ptr,
+    row_cands_ptr,
+    row_cand_keys_ptr,
+    cols,
+    keys,
+    n,
+    bound,
+    CANDIDATES: tl.constexpr,
+    KEYS_LISTED: tl.constexpr,
+):
+    """Append a chunk's columns whose key is >= ``bound`` to the row's candidate list (one
+    atomic reserves the slots; slots past the list's end are counted, not written), with their
+    keys beside them when KEYS_LISTED."""
+    take = (cols < n) & (keys >= bound.to(tl.int32))
+    first = tl.atomic_add(count_ptr, tl.sum(take.to(tl.int32), axis=0), sem="relaxed")
+    slot = first + tl.cumsum(take.to(tl.int32), axis=0) - 1
+    tl.store(row_cands_ptr + slot, cols, mask=take & (slot < CANDIDATES))
+    if KEYS_LISTED:
+        tl.store(row_cand_keys_ptr + slot, keys, mask=take & (slot < CANDIDATES))
+
+
+@triton.jit
+def _wait_for(counter_ptr, target):
+    """Spin until the counter reaches ``target`` (an acquire: what was released before each
+    arrival is visible after)."""
+    arrived = tl.atomic_add(counter_ptr, 0, sem="acquire")
+    while arrived < target:
+        arrived = tl.atomic_add(counter_ptr, 0, sem="acquire")
+
+
+# -- coop path: the split path in one launch ------------------------------------------------
+# Grid (chunks, rows): a row's programs are consecutive in launch order, so once any of them
+# runs, the rest start as earlier rows finish. Each program loads its chunk once and keeps it in
+# registers: it lowers the row's bound to its chunk bound (atomic min) and arrives; after all of
+# the row's programs arrived (a spin on the arrival count) it appends its candidates, keys
+# beside columns, and the last to append finishes the row from the list alone, then restores
+# the row's state for the next call (the row states are the caller's, zeroed but for the bound,
+# and left so). The interpreter runs programs one after another, where a spinning program would
+# wait forever: there the launch runs as its two halves (HALF 1 then 2), the second passing the
+# barrier at once.
+@triton.jit(
+    do_not_specialize=["stride_out_row", "num_cols", "k"],
+    do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"],
+)
+def _coop_topk_kernel(
+    logits_ptr,
+    lengths_ptr,
+    states_ptr,  # [rows, 4]: bound, bounds arrived, candidates appended, programs appended
+    cands_ptr,
+    cand_keys_ptr,
+    out_ptr,
+    stride_logits_row,
+    stride_out_row,
+    num_cols,
+    k,
+    CHUNK: tl.constexpr,
+    GROUP: tl.constexpr,
+    CANDIDATES: tl.constexpr,
+    HALF: tl.constexpr,  # 0: all of it; 1: up to the barrier; 2: from it
+):
+    tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
+    out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
+    if n <= k:
+        if (chunk == 0) & (HALF != 1):
+            _write_short_row(out_row_ptr, n, k, CHUNK)
+    elif chunk * CHUNK < n:
+        parts = tl.cdiv(n, CHUNK)
+        state = states_ptr + row * _COOP_STATE
+        row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
+        cols = chunk * CHUNK + tl.arange(0, CHUNK)
+        keys = _load_keys(row_ptr, cols, n)
+        full, share = _keys_per_full_chunk(n, k, CHUNK)
+        if HALF != 2:
+            if chunk < full:
+                tl.atomic_min(state, _chunk_bound(keys, share, CHUNK, GROUP), sem="relaxed")
+            tl.debug_barrier()
+            tl.atomic_add(state + 1, 1, sem="release")
+        if HALF != 1:
+            _wait_for(state + 1, parts)
+            bound = tl.where(full > 0, tl.load(state, cache_modifier=".cg"), _KEY_MIN).to(tl.int64)
+            row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
+            row_cand_keys_ptr = cand_keys_ptr + row.to(tl.int64) * CANDIDATES
+            _append_candidates(
+                state + 2, row_cands_ptr, row_cand_keys_ptr, cols, keys, n, bound, CANDIDATES, True
+            )
+            # as in _split_collect_kernel: release, arrive; the last to arrive finishes the row
+            tl.debug_barrier()
+            if tl.atomic_add(state + 3, 1, sem="acq_rel") == parts - 1:
+                num_cands = tl.atomic_add(state + 2, 0, sem="acquire")
+                _finish_row(
+                    row_ptr,
+                    row_cands_ptr,
+                    row_cand_keys_ptr,
+                    out_row_ptr,
+                    n,
+                    k,
+                    bound,
+                    num_cands,
+                    CANDIDATES,
+                    True,
+                )
+                fields = tl.arange(0, _COOP_STATE)
+                tl.store(state + fields, tl.where(fields == 0, _KEY_MAX, 0))
+
+
+class WorkspaceLayout(NamedTuple):
+    """What one top-k call needs beside its arguments."""
+
+    regions: tuple[int, ...]  # int32 regions allocated per call (uninitialized)
+    row_states: int = 0  # rows of coop row states, kept per device and stream (first)
+
+
+_NO_WORKSPACE = WorkspaceLayout(())
+
+
+def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> WorkspaceLayout:
+    """The workspace one top-k call needs (none off the split and coop paths)."""
+    if cfg.path == "coop":
+        return WorkspaceLayout((num_rows * cfg.candidates,) * 2, num_rows)
     if cfg.path != "split":
-        return ()
+        return _NO_WORKSPACE
     nchunks = cdiv(num_cols, cfg.block)
-    return (2 * num_rows, num_rows * nchunks, num_rows * cfg.candidates)
+    return WorkspaceLayout((2 * num_rows, num_rows * nchunks, num_rows * cfg.candidates))
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[KernelLaunch]:
@@ -656,18 +867,64 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
     return launches
 
 
-def allocate_workspace(logits, sizes: tuple[int, ...]) -> tuple:
-    """The int32 regions of :func:`workspace_sizes` (none for no sizes), one allocation on
-    ``logits``' device, each 16-byte aligned (a stable specialization); not initialized: the
-    split path's bound launch zeroes what is accumulated into."""
-    if not sizes:
-        return ()
-    padded = [cdiv(size, 4) * 4 for size in sizes]
+def _coop_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[KernelLaunch]:
+    rows, num_cols = logits.shape
+    states, cands, cand_keys = workspace
+    args = (logits, lengths, states, cands, cand_keys, out, logits.stride(0), out.stride(0))
+    options = dict(CHUNK=cfg.block, GROUP=cfg.group, CANDIDATES=cfg.candidates)
+    return [
+        KernelLaunch(
+            _coop_topk_kernel,
+            (cdiv(num_cols, cfg.block), rows),
+            (*args, num_cols, k),
+            dict(options, HALF=half, num_warps=cfg.num_warps),
+        )
+        for half in ((1, 2) if interpreting() else (0,))
+    ]
+
+
+def allocate_workspace(logits, layout: WorkspaceLayout) -> tuple:
+    """The tensors of :func:`workspace_sizes`' layout on ``logits``' device: the coop row states
+    (if any), then the int32 regions, one allocation, each 16-byte aligned (a stable
+    specialization); regions are not initialized: the split path's bound launch zeroes what is
+    accumulated into."""
+    states = (_row_states(logits, layout.row_states),) if layout.row_states else ()
+    if not layout.regions:
+        return states
+    padded = [cdiv(size, 4) * 4 for size in layout.regions]
     if isinstance(logits, TensorMeta):  # planning: only dtype and alignment matter
-        return tuple(TensorMeta((size,), torch.int32) for size in padded)
+        return states + tuple(TensorMeta((size,), torch.int32) for size in padded)
     total = sum(padded)
     flat = torch.empty(max(total, 1), dtype=torch.int32, device=logits.device)
-    return tuple(flat.split_with_sizes(padded)) if total else (flat,) * len(sizes)
+    regions = flat.split_with_sizes(padded) if total else (flat,) * len(padded)
+    return states + tuple(regions)
+
+
+# Coop row states by (device, stream): each coop launch leaves the rows it used as it found
+# them, so calls in one stream share them; calls in other streams may overlap, so they have
+# their own. Made inside a CUDA graph capture, they belong to that graph (its replays set them
+# up) and are not kept. Outgrown ones stay alive: a captured graph may still use them.
+_row_states_by_stream: dict = {}
+_outgrown_row_states: list = []
+
+
+def _row_states(logits, rows: int):
+    if isinstance(logits, TensorMeta):
+        return TensorMeta((rows * _COOP_STATE_INTS,), torch.int32)
+    device = logits.device
+    key = (device, current_stream_handle(device))
+    states = _row_states_by_stream.get(key)
+    if states is not None and states.shape[0] >= rows:
+        return states
+    fresh = torch.zeros(
+        (max(rows, COOP_MAX_PROGRAMS), _COOP_STATE_INTS), dtype=torch.int32, device=device
+    )
+    fresh[:, 0] = 2**31 - 1  # no bound yet: the row's chunk bounds lower it (atomic min)
+    if not stream_capturing(device):
+        if states is not None:
+            _outgrown_row_states.append(states)
+        _row_states_by_stream[key] = fresh
+    return fresh
 
 
 def ragged_topk_launches(
@@ -688,11 +945,14 @@ def checked_topk_launches(logits, lengths, k, out, config: TopkConfig | None = N
 def checked_topk_call(logits, lengths, k, out, config: TopkConfig | None = None):
     """(launches, workspace sizes, the workspace regions they use) of one checked top-k call."""
     cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0])
-    if cfg.path == "split":
-        sizes = workspace_sizes(logits.shape[0], logits.shape[1], cfg)
-        workspace = allocate_workspace(logits, sizes)
-        return _split_launches(logits, lengths, k, out, cfg, workspace), sizes, workspace
-    return [_per_row_launch(logits, lengths, k, out, cfg)], (), ()
+    if cfg.path in ("split", "coop"):
+        layout = workspace_sizes(logits.shape[0], logits.shape[1], cfg)
+        workspace = allocate_workspace(logits, layout)
+        launches = (_coop_launches if cfg.path == "coop" else _split_launches)(
+            logits, lengths, k, out, cfg, workspace
+        )
+        return launches, layout, workspace
+    return [_per_row_launch(logits, lengths, k, out, cfg)], _NO_WORKSPACE, ()
 
 
 def _check_topk(logits, lengths, k, out):
@@ -717,8 +977,8 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
     _check_topk(logits, lengths, k, out)
     rows, num_cols = logits.shape
     cfg = config or topk_launch_config(num_cols, k, rows)
-    if cfg.path == "split":
-        raise ValueError(f"the {cfg.path} path is several launches: use ragged_topk_launches")
+    if cfg.path in ("split", "coop"):
+        raise ValueError(f"the {cfg.path} path needs a workspace: use ragged_topk_launches")
     return _per_row_launch(logits, lengths, k, out, cfg)
 
 
@@ -746,7 +1006,7 @@ def ragged_topk(logits: torch.Tensor, lengths: torch.Tensor, k: int, out: torch.
     programs). No host-device synchronization."""
     tensors = (logits, lengths, out)
     key = call_key(tensors, (k,))
-    call, sizes = _prepared_topks.get(key, (None, ()))
+    call, sizes = _prepared_topks.get(key, (None, _NO_WORKSPACE))
     if call is not None and call.ready():
         if call.launch((*tensors, *allocate_workspace(logits, sizes))):
             return

@@ -13,8 +13,9 @@ pytestmark = pytest.mark.gpu
 
 K = 512
 ROWS = (8, 64, 256, 512, 1024, 2048, 4096)  # tools/bench_topk_rows.py's default rows
-# its default width (the split path), and the widths one program per row takes
-WIDTHS = (2048, 8192, 32768)
+# its default width (the split path), the widths one program per row takes, and one whose
+# rows may take the one-launch split at a smaller chunk
+WIDTHS = (2048, 8192, 16384, 32768)
 DESIGNS = sorted(
     {name for cols in WIDTHS for rows in ROWS for name in topk_tuning_configs(cols, K, rows)}
 )

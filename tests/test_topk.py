@@ -4,18 +4,20 @@ import pytest
 import torch
 
 from kernels import (
+    COOP_MAX_PARTS,
+    COOP_MAX_PROGRAMS,
     SINGLE_PASS_MAX_COLS,
     SPLIT_FINISH_APART_MIN_ROWS,
     SPLIT_MANY_ROWS_MIN_COLS,
     SPLIT_MIN_COLS,
-    TOPK_ROW_THRESHOLDS,
     TopkConfig,
     ragged_topk,
     ragged_topk_launch,
     ragged_topk_launches,
     topk_launch_config,
+    topk_row_thresholds,
 )
-from kernels.topk import SPLIT_APART_CHUNK, SPLIT_APART_WARPS
+from kernels.topk import COOP_CHUNKS, SPLIT_APART_CHUNK, SPLIT_APART_WARPS
 
 from _helpers import INT_POISON, assert_topk_matches
 
@@ -86,7 +88,7 @@ def test_topk_streaming_path(device):
     assert_topk_matches(out, logits, lengths, k)
 
 
-@pytest.mark.parametrize("design", ["single", "streaming", "split", "split.apart"])
+@pytest.mark.parametrize("design", ["single", "streaming", "split", "split.apart", "coop"])
 def test_topk_kth_largest_on_a_search_midpoint(device, design):
     # the searches stop once exactly k keys lie at or above the low end of their range; here
     # the k-th largest value (2.0, whose key 2**30 is the bisection's second midpoint) sits on
@@ -106,6 +108,7 @@ def test_topk_kth_largest_on_a_search_midpoint(device, design):
         "split.apart": TopkConfig(
             "split", 512, 4, 0, candidates=256, collect_warps=4, finish_warps=2
         ),
+        "coop": TopkConfig("coop", 512, 4, 1024, candidates=256),
     }[design]
     out = torch.full((3, k), INT_POISON, dtype=torch.int32, device=device)
     for launch in ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config):
@@ -194,8 +197,15 @@ def test_topk_split_bound_over_group_maxima(device, group, ties):
             assert at_least >= share, (row, c, at_least, share)
 
 
+_SMALL_SPLIT = {
+    "split": TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
+    "coop": TopkConfig("coop", 512, 4, 1024, candidates=256),
+}
+
+
+@pytest.mark.parametrize("path", sorted(_SMALL_SPLIT))
 @pytest.mark.parametrize("spread", ["scaled", "outlier", "equal", "negative", "skewed"])
-def test_topk_split_value_ranges(device, spread):
+def test_topk_split_value_ranges(device, spread, path):
     # the split path's bounds on rows of tiny and huge scales, with outliers, all values equal
     # (every column a candidate: the list overflows), only negative values
     gen = torch.Generator().manual_seed(len(spread))
@@ -216,11 +226,7 @@ def test_topk_split_value_ranges(device, spread):
     lengths = torch.tensor([width, 2999, 1500, 201], dtype=torch.int32)
     out = torch.full((4, k), INT_POISON, dtype=torch.int32, device=device)
     for launch in ragged_topk_launches(
-        logits.to(device),
-        lengths.to(device),
-        k,
-        out,
-        config=TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
+        logits.to(device), lengths.to(device), k, out, config=_SMALL_SPLIT[path]
     ):
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
@@ -231,12 +237,13 @@ def test_topk_split_candidate_list_sized_from_k(device, k):
     # dispatch sizes the candidate list from k: a well-mixed row's candidates fit (no fallback)
     gen = torch.Generator().manual_seed(k)
     width = SPLIT_MIN_COLS + 3000
-    cfg = topk_launch_config(width, k)
+    cfg = topk_launch_config(width, k, COOP_MAX_PROGRAMS)  # too many programs for coop
     assert cfg.path == "split" and cfg.candidates >= max(2048, k + k // 2)
+    assert topk_launch_config(width, k).candidates == cfg.candidates  # coop's list too
     logits = torch.rand(3, width, generator=gen)
     lengths = torch.tensor([width, width - 1000, SPLIT_MIN_COLS], dtype=torch.int32)
     out = torch.full((3, k), INT_POISON, dtype=torch.int32, device=device)
-    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out)
+    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, cfg)
     for launch in launches:
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
@@ -281,7 +288,7 @@ def test_topk_many_rows_split_rows_one_program_would_take():
     assert many.path == "split" and many.finish_warps > 0
     assert topk_launch_config(SPLIT_MANY_ROWS_MIN_COLS + 1, 512, 10**6).path == "split"
     assert topk_launch_config(SPLIT_MANY_ROWS_MIN_COLS, 512, 10**6).path == "single"
-    assert TOPK_ROW_THRESHOLDS == (SPLIT_FINISH_APART_MIN_ROWS,)
+    assert topk_row_thresholds(SPLIT_MIN_COLS, 512) == (SPLIT_FINISH_APART_MIN_ROWS,)
 
 
 @pytest.mark.parametrize("width", [SPLIT_MANY_ROWS_MIN_COLS + 1, 6000, SPLIT_MIN_COLS])
@@ -301,11 +308,11 @@ def test_topk_many_rows_split_is_exact_at_narrower_widths(device, width):
 
 
 def test_topk_split_path_by_shape_with_views(device):
-    # wider than SPLIT_MIN_COLS: dispatch's split path, on a row-strided logits view and
-    # unaligned lengths/out views
+    # wider than SPLIT_MIN_COLS: dispatch's one-launch split path (few rows), on a row-strided
+    # logits view and unaligned lengths/out views
     gen = torch.Generator().manual_seed(5)
     width, k = SPLIT_MIN_COLS + 900, 512
-    assert topk_launch_config(width, 512).path == "split"
+    assert topk_launch_config(width, 512, 4).path == "coop"
     big = torch.randn(4, width + 64, generator=gen)
     logits = big[:, :width]
     lengths_all = torch.tensor([0, width, 4100, 513, 512], dtype=torch.int32)
@@ -381,8 +388,9 @@ def test_topk_single_path_small_config(device):
 
 def test_topk_split_limit_is_the_path_threshold(device):
     assert topk_launch_config(SPLIT_MIN_COLS, 512).path == "single"
-    assert topk_launch_config(SPLIT_MIN_COLS + 1, 512).path == "split"
-    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1, 512).path == "split"
+    assert topk_launch_config(SPLIT_MIN_COLS + 1, 512).path == "coop"  # a row's many programs
+    assert topk_launch_config(SPLIT_MIN_COLS + 1, 512, COOP_MAX_PROGRAMS).path == "split"
+    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1, 512).path == "coop"
     gen = torch.Generator().manual_seed(4)
     for width in (SPLIT_MIN_COLS, SPLIT_MIN_COLS + 1):
         k = 64
@@ -403,18 +411,20 @@ def test_topk_device_mismatch_is_named():
         )
 
 
-@pytest.mark.parametrize("design", ["split", "split.apart"])
+@pytest.mark.parametrize("design", ["split", "split.apart", "coop"])
 def test_topk_launch_list_runs_again_exact(device, design):
     # a launch list built once and run again (as a CUDA graph replays it) over new values: its
     # workspace holds the last run's counters, and must not steer the next run
     width, k, rows = 3000, 100, 5
     gen = torch.Generator().manual_seed(11)
-    split = topk_launch_config(width * 4, k, 1)
+    split = topk_launch_config(width * 4, k, COOP_MAX_PROGRAMS)
+    assert split.path == "split"
     config = {
         "split": dataclasses.replace(split, block=512, candidates=256),
         "split.apart": dataclasses.replace(
             split, block=512, candidates=256, finish_warps=4, collect_warps=split.num_warps
         ),
+        "coop": dataclasses.replace(topk_launch_config(width * 4, k, 1), block=512, candidates=256),
     }[design]
     logits = torch.randn(rows, width, generator=gen).to(device)
     lengths = torch.tensor([width, 2500, 1024, 101, 100], dtype=torch.int32).to(device)
@@ -426,3 +436,101 @@ def test_topk_launch_list_runs_again_exact(device, design):
         for launch in launches:
             launch.run()
         assert_topk_matches(out, logits.cpu(), lengths.cpu(), k)
+
+
+def _coop_states_restored(states):
+    # every row as a coop launch must leave it: no bound (the largest key), counters zero
+    return bool((states[:, 0] == 2**31 - 1).all() and (states[:, 1:] == 0).all())
+
+
+@pytest.mark.parametrize(
+    "chunk,width,k,ties,candidates,group",
+    [
+        (256, 700, 50, True, 1024, 1),
+        (512, 3000, 333, True, 1024, 1),
+        (1024, 5000, 300, False, 1024, 1),
+        (256, 200, 500, False, 1024, 1),
+        (1024, 2500, 1024, True, 2048, 1),
+        (1024, 8192, 64, False, 1024, 8),  # 8 full chunks: the bound over group maxima
+        (1024, 8192, 64, True, 1024, 4),
+        (256, 1200, 150, True, 64, 1),  # lists that overflow: the row is streamed instead
+        (512, 1100, 100, False, 64, 1),
+    ],
+)
+def test_topk_coop_path(device, chunk, width, k, ties, candidates, group):
+    # the one-launch split: a row's programs meet at a barrier (the interpreter runs the launch
+    # as its two halves), short rows, partial chunks, ties spread over chunks, k wider than a
+    # chunk; twice on the same row states, which each call must leave as it found them
+    gen = torch.Generator().manual_seed(chunk * 7 + k + candidates + group)
+    lengths = _lengths_around(k, width, gen)
+    logits = torch.randn(len(lengths), width, generator=gen)
+    if ties:
+        logits = logits.round(decimals=1) - 0.3
+    cfg = TopkConfig("coop", chunk, 4, 1024, candidates=candidates, group=group)
+    for _ in range(2):
+        out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
+        launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, cfg)
+        assert [launch.options["HALF"] for launch in launches] == [1, 2] if device == "cpu" else [0]
+        for launch in launches:
+            launch.run()
+        assert_topk_matches(out, logits, lengths, k)
+        assert _coop_states_restored(launches[0].args[2].cpu())
+
+
+def test_topk_coop_dispatch_by_programs():
+    # one launch while the call has at most COOP_MAX_PROGRAMS programs of at most
+    # COOP_MAX_PARTS a row, at the smallest chunk that fits; two launches beyond
+    for width in (SPLIT_MIN_COLS + 1, 16384, 16385, 32768, 40000, 65536, 65537, 131072):
+        for rows in (1, 2, 7, 8, 9, 16, 17, 64, 128):
+            cfg = topk_launch_config(width, 512, rows)
+            fits = [
+                c
+                for c in COOP_CHUNKS
+                if -(-width // c) <= COOP_MAX_PARTS and rows * -(-width // c) <= COOP_MAX_PROGRAMS
+            ]
+            if fits:
+                assert (cfg.path, cfg.block) == ("coop", fits[0]), (width, rows, cfg)
+            else:
+                assert cfg.path == "split", (width, rows, cfg)
+    assert topk_launch_config(SPLIT_MIN_COLS, 512, 1).path == "single"
+    assert topk_launch_config(32768, 512, 8).num_warps == 4
+    assert topk_launch_config(32768, 2048, 8).num_warps == 8  # a list of 4096 candidates
+
+
+@pytest.mark.parametrize("k", [512, 2048])
+def test_topk_row_thresholds_name_every_change(k):
+    # the planner reaches every variant by planning rows 1 and each threshold: between two
+    # consecutive thresholds the choice does not change
+    for width in (SPLIT_MANY_ROWS_MIN_COLS + 1, SPLIT_MIN_COLS + 1, 12000, 16384, 32768, 65536):
+        thresholds = topk_row_thresholds(width, k)
+        for rows in range(1, SPLIT_FINISH_APART_MIN_ROWS + 40):
+            start = max([1, *(t for t in thresholds if t <= rows)])
+            assert topk_launch_config(width, k, rows) == topk_launch_config(width, k, start), (
+                width,
+                rows,
+                start,
+            )
+
+
+def test_topk_coop_row_states_per_stream_and_grown(device):
+    # the row states are kept between calls (they come back restored) and grow for a call of
+    # more rows than they hold, the outgrown ones kept alive (a captured graph may use them)
+    from kernels import topk as topk_module
+
+    gen = torch.Generator().manual_seed(3)
+    width, k = 3000, 40
+    cfg = TopkConfig("coop", 1024, 4, 1024, candidates=256)
+    states_seen = []
+    for rows in (3, 3, COOP_MAX_PROGRAMS + 5):
+        logits = torch.randn(rows, width, generator=gen)
+        lengths = torch.full((rows,), width, dtype=torch.int32)
+        out = torch.full((rows, k), INT_POISON, dtype=torch.int32, device=device)
+        launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, cfg)
+        for launch in launches:
+            launch.run()
+        assert_topk_matches(out, logits, lengths, k)
+        states_seen.append(launches[0].args[2])
+    assert states_seen[0] is states_seen[1]
+    assert states_seen[2].shape[0] >= COOP_MAX_PROGRAMS + 5
+    assert any(s is states_seen[0] for s in topk_module._outgrown_row_states)
+    assert _coop_states_restored(states_seen[2].cpu())

@@ -145,14 +145,14 @@ def _topk_points(cfg: DeploymentConfig, arch: int):
     # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
     # contract), so one prefill layout per top-k launch config stands for all of its widths.
     # Row counts reach other variants of a width's launches when a call can have as many rows
-    # as a threshold of TOPK_ROW_THRESHOLDS (decode: requests x query length; prefill: a
+    # as a threshold of kernels.topk_row_thresholds (decode: requests x query length; prefill: a
     # chunk's rows).
     # Every launch of a top-k is a point (the split path makes two or three).
     k = cfg.block_topk
     seen = set()
 
     def launches(width, stride, max_rows, detail):
-        for rows in sorted({1, *(min(max_rows, t) for t in kernels.TOPK_ROW_THRESHOLDS)}):
+        for rows in sorted({1, *(min(max_rows, t) for t in kernels.topk_row_thresholds(width, k))}):
             c = kernels.topk_launch_config(width, k, rows)
             if c in seen:
                 continue
@@ -271,6 +271,8 @@ def build_qsa_plan(
                         spec_id = (
                             f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
                         )
+                    elif launch.kernel_name == "_coop_topk_kernel":
+                        spec_id = f"topk.coop.c{o['CHUNK']}.n{o['CANDIDATES']}.w{o['num_warps']}"
                     else:
                         path = "single" if o["SINGLE"] else "streaming"
                         spec_id = f"topk.{path}.b{o['BLOCK']}.w{o['num_warps']}"
