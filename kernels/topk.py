@@ -10,9 +10,10 @@ to it, compacted with a prefix sum; rows up to
 Wider rows take the ``split`` path (two or three launches, described above
 ``_split_bound_kernel``): many programs per row bound the k-th largest key from below and
 gather the few columns above the bound; the last of a row's programs then selects among those
-candidates, or, for calls of many rows, a third launch of one program per row does. Calls of
-few such rows take the ``coop`` path: the same steps in one launch, a row's programs meeting at
-a barrier (described above ``_coop_topk_kernel``).
+candidates, or, for calls of many rows, a third launch of one program per row does. The
+``coop`` path takes the same steps in one launch, a row's programs meeting at a barrier
+(described above ``_coop_topk_kernel``); it is meant for calls of few such rows, and is not
+dispatched until it has passed its GPU tests (``COOP_DISPATCHED``).
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -105,17 +106,23 @@ SPLIT_APART_COLLECT_WARPS = 2
 # 86.0, 1024 rows 126.2 vs 164.9, 4096 rows 444 vs 621; 4160 columns 256 rows 37.4 vs 43.9,
 # 1024 rows 98.5 vs 160.6; at 64 rows and fewer one program per row wins (24.5 vs 27.8 at 8K).
 SPLIT_MANY_ROWS_MIN_COLS = 4096
-# Few rows of a split width take one launch (``coop``, _coop_topk_kernel): a row's programs meet
-# at a barrier in that launch instead of in a second one, and keep their chunk in registers
-# between the bound and the collect. It waits on programs of the same launch, so it is used only
-# where every program can be resident at once (at most COOP_MAX_PROGRAMS programs a call) and a
-# row's programs are few (COOP_MAX_PARTS: a row completes on any GPU that holds that many
-# programs at once, a 16-SM MIG slice included, since programs start in launch order). H200,
-# CUDA graphs, k = 512 unless said, coop vs dispatched split (benchmarks/kernel_work/coop/):
-# 1 x 16K 14.9 vs 20.0 us, 8 x 16K 18.0 vs 21.3, 16 x 16K 18.8 vs 22.5, 1 x 32K 18.2 vs 21.9,
-# 8 x 32K 18.4 vs 21.2, 16 x 32K 21.2 vs 23.2, 8 x 64K 22.1 vs 23.6, 8 x 64K k = 2048 25.6 vs
-# 30.1; with more programs it loses (64 x 32K 41.9 vs 33.0: its finishing code holds ~130-170
-# registers, so programs wait for a second wave while others spin).
+# Few rows of a split width can take one launch (``coop``, _coop_topk_kernel): a row's programs
+# meet at a barrier in that launch instead of in a second one, and keep their chunk in registers
+# between the bound and the collect. It waits on programs of the same launch, so it is meant only
+# for calls whose programs can all be resident at once (at most COOP_MAX_PROGRAMS programs a
+# call) and whose rows have few programs (COOP_MAX_PARTS: a row completes on any GPU that holds
+# that many programs at once, a 16-SM MIG slice included, since programs start in launch
+# order). Its prototype on an H200, CUDA graphs, k = 512 unless said, vs the dispatched split
+# (benchmarks/kernel_work/coop/): 1 x 16K 14.9 vs 20.0 us, 8 x 16K 18.0 vs 21.3, 16 x 16K
+# 18.8 vs 22.5, 1 x 32K 18.2 vs 21.9, 8 x 32K 18.4 vs 21.2, 16 x 32K 21.2 vs 23.2, 8 x 64K
+# 22.1 vs 23.6, 8 x 64K k = 2048 25.6 vs 30.1; with more programs it loses (64 x 32K 41.9
+# vs 33.0: its finishing code holds ~130-170 registers, so programs wait for a second wave
+# while others spin).
+# Not dispatched yet: this code has run on the CPU interpreter (as two halves) and its design on
+# an H200 as the prototype above, but not itself on a GPU; the coop designs of
+# tests/test_gpu_topk.py must pass before calls are sent to it. Benchmarks and GPU tests reach
+# it through topk_tuning_configs.
+COOP_DISPATCHED = False
 COOP_MAX_PROGRAMS = 128
 COOP_MAX_PARTS = 16
 COOP_CHUNKS = (1024, 2048, 4096)  # the smallest whose programs fit is used
@@ -147,8 +154,9 @@ def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
     Rows wider than ``SPLIT_MIN_COLS`` (or than ``SPLIT_MANY_ROWS_MIN_COLS`` in calls of
     ``SPLIT_FINISH_APART_MIN_ROWS`` rows) are spread over many programs, with a candidate list
     sized from k (about 1.2 k candidates gather for well-mixed rows, so the list holds 1.5 k, at
-    least ``SPLIT_CANDIDATES``): in one launch (``coop``) while the call has at most
-    ``COOP_MAX_PROGRAMS`` programs of at most ``COOP_MAX_PARTS`` a row, else in two launches
+    least ``SPLIT_CANDIDATES``): in one launch (``coop``, once ``COOP_DISPATCHED``) while the
+    call has at most ``COOP_MAX_PROGRAMS`` programs of at most ``COOP_MAX_PARTS`` a row, else
+    in two launches
     (``split``: a fixed chunk whatever the width), or three from ``SPLIT_FINISH_APART_MIN_ROWS``
     rows on, where rows of up to ``SPLIT_MIN_COLS`` are split too. Narrower rows take one
     program each, widths bucketed to powers of two. :func:`topk_row_thresholds` names the row
@@ -161,7 +169,7 @@ def topk_row_thresholds(num_cols: int, k: int) -> tuple[int, ...]:
     """Every row count at which :func:`topk_launch_config`'s choice for this width and k can
     change (the planner's row classes: rows 1 and each of these reach every variant)."""
     rows = {SPLIT_FINISH_APART_MIN_ROWS}
-    if num_cols > SPLIT_MIN_COLS:
+    if COOP_DISPATCHED and num_cols > SPLIT_MIN_COLS:
         for chunk in COOP_CHUNKS:
             parts = cdiv(num_cols, chunk)
             if parts <= COOP_MAX_PARTS:
@@ -213,7 +221,7 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
 @functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
 def _launch_config(num_cols: int, k: int, num_rows: int) -> TopkConfig:
     many_rows = num_rows >= SPLIT_FINISH_APART_MIN_ROWS
-    if num_cols > SPLIT_MIN_COLS:
+    if COOP_DISPATCHED and num_cols > SPLIT_MIN_COLS:
         chunk = _coop_chunk(num_cols, num_rows)
         if chunk:
             return _coop_config(k, chunk)

@@ -16,10 +16,19 @@ from kernels import (
     ragged_topk_launches,
     topk_launch_config,
     topk_row_thresholds,
+    topk_tuning_configs,
 )
-from kernels.topk import COOP_CHUNKS, SPLIT_APART_CHUNK, SPLIT_APART_WARPS
+from kernels.topk import (
+    COOP_CHUNKS,
+    COOP_DISPATCHED,
+    SPLIT_APART_CHUNK,
+    SPLIT_APART_WARPS,
+    _coop_chunk,
+)
 
 from _helpers import INT_POISON, assert_topk_matches
+
+_WIDE_FEW_ROWS = "coop" if COOP_DISPATCHED else "split"  # what few rows of a split width take
 
 
 def _lengths_around(k, width, gen):
@@ -312,7 +321,7 @@ def test_topk_split_path_by_shape_with_views(device):
     # logits view and unaligned lengths/out views
     gen = torch.Generator().manual_seed(5)
     width, k = SPLIT_MIN_COLS + 900, 512
-    assert topk_launch_config(width, 512, 4).path == "coop"
+    assert topk_launch_config(width, 512, 4).path == _WIDE_FEW_ROWS
     big = torch.randn(4, width + 64, generator=gen)
     logits = big[:, :width]
     lengths_all = torch.tensor([0, width, 4100, 513, 512], dtype=torch.int32)
@@ -388,9 +397,9 @@ def test_topk_single_path_small_config(device):
 
 def test_topk_split_limit_is_the_path_threshold(device):
     assert topk_launch_config(SPLIT_MIN_COLS, 512).path == "single"
-    assert topk_launch_config(SPLIT_MIN_COLS + 1, 512).path == "coop"  # a row's many programs
+    assert topk_launch_config(SPLIT_MIN_COLS + 1, 512).path == _WIDE_FEW_ROWS
     assert topk_launch_config(SPLIT_MIN_COLS + 1, 512, COOP_MAX_PROGRAMS).path == "split"
-    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1, 512).path == "coop"
+    assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1, 512).path == _WIDE_FEW_ROWS
     gen = torch.Generator().manual_seed(4)
     for width in (SPLIT_MIN_COLS, SPLIT_MIN_COLS + 1):
         k = 64
@@ -479,22 +488,28 @@ def test_topk_coop_path(device, chunk, width, k, ties, candidates, group):
 
 def test_topk_coop_dispatch_by_programs():
     # one launch while the call has at most COOP_MAX_PROGRAMS programs of at most
-    # COOP_MAX_PARTS a row, at the smallest chunk that fits; two launches beyond
+    # COOP_MAX_PARTS a row, at the smallest chunk that fits (once dispatched); two beyond
     for width in (SPLIT_MIN_COLS + 1, 16384, 16385, 32768, 40000, 65536, 65537, 131072):
         for rows in (1, 2, 7, 8, 9, 16, 17, 64, 128):
-            cfg = topk_launch_config(width, 512, rows)
             fits = [
                 c
                 for c in COOP_CHUNKS
                 if -(-width // c) <= COOP_MAX_PARTS and rows * -(-width // c) <= COOP_MAX_PROGRAMS
             ]
-            if fits:
+            assert _coop_chunk(width, rows) == (fits[0] if fits else 0), (width, rows)
+            cfg = topk_launch_config(width, 512, rows)
+            if fits and COOP_DISPATCHED:
                 assert (cfg.path, cfg.block) == ("coop", fits[0]), (width, rows, cfg)
             else:
                 assert cfg.path == "split", (width, rows, cfg)
     assert topk_launch_config(SPLIT_MIN_COLS, 512, 1).path == "single"
-    assert topk_launch_config(32768, 512, 8).num_warps == 4
-    assert topk_launch_config(32768, 2048, 8).num_warps == 8  # a list of 4096 candidates
+
+    def coop_warps(k):  # benchmarks and GPU tests time it, dispatched or not
+        configs = topk_tuning_configs(32768, k, 8).values()
+        return {c.block: c.num_warps for c in configs if c.path == "coop"}
+
+    assert coop_warps(512) == {2048: 4, 4096: 8}
+    assert coop_warps(2048) == {2048: 8, 4096: 8}  # a list of 4096 candidates
 
 
 @pytest.mark.parametrize("k", [512, 2048])
