@@ -496,8 +496,10 @@ def _chunk_bound(keys, share, CHUNK: tl.constexpr, GROUP: tl.constexpr):
         # share a group), for 1/GROUP of the search's work. Any grouping will do: let the
         # compiler keep each group in one thread.
         groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
-        return _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS)
-    return _lower_bound_of(keys, share, _BOUND_STEPS)
+        bound = _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS)
+    else:  # one return: an early one in a branch on a runtime value does not compile for GPUs
+        bound = _lower_bound_of(keys, share, _BOUND_STEPS)
+    return bound
 
 
 @triton.jit

@@ -37,6 +37,51 @@ def test_scoring_variants_fit_sm90_shared_memory():
     assert len(result["variants"]) == 20 and not too_big, too_big
 
 
+def test_every_topk_path_compiles_for_sm90():
+    # the interpreter runs code that a GPU compile may refuse (an early return in a branch on a
+    # runtime value did): each top-k path's launches, dispatched or not (the split path fused
+    # and finished apart, over group maxima and over every key; coop at each chunk and at a
+    # 4096-candidate list; one program per row, in registers and streaming), built for sm_90
+    p = python(
+        """
+        import json, torch
+        from kernels import (TensorMeta, TopkConfig, ragged_topk_launches, topk_launch_config,
+                             topk_tuning_configs)
+        M = TensorMeta
+        from qsa_warmup import triton_compat as tc
+        cases = [(64, 32768, 512, None), (1024, 32768, 512, None), (1, 2048, 512, None),
+                 (8, 65536, 4096, None), (4, 40000, 64, TopkConfig("streaming", 8192, 16, 1024))]
+        for rows, cols, k in ((8, 16384, 512), (8, 65536, 2048)):
+            cases += [(rows, cols, k, cfg) for cfg in topk_tuning_configs(cols, k, rows).values()
+                      if cfg.path == "coop"]
+        built, failed = [], []
+        with tc.active_driver(tc.parse_target("sm_90")):
+            for rows, cols, k, cfg in cases:
+                cfg = cfg or topk_launch_config(cols, k, rows)
+                for launch in ragged_topk_launches(M((rows, cols), torch.float32),
+                                                   M((rows,), torch.int32), k,
+                                                   M((rows, k), torch.int32), cfg):
+                    try:
+                        launch.warmup()
+                        built.append(launch.kernel_name)
+                    except Exception as exc:
+                        failed.append([rows, cols, k, cfg.path, launch.kernel_name,
+                                       type(exc).__name__])
+        print(json.dumps({"built": built, "failed": failed}))
+    """,
+        timeout=900,
+    )
+    result = last_json(p)
+    assert not result["failed"], result["failed"]
+    assert set(result["built"]) == {
+        "_ragged_topk_kernel",
+        "_split_bound_kernel",
+        "_split_collect_kernel",
+        "_split_finish_kernel",
+        "_coop_topk_kernel",
+    }, result
+
+
 def test_fast_loader_builds_what_triton_builds(tmp_path):
     """The hook's loader (no compile()) yields the same CompiledKernel, under the same in-memory
     key, as Triton's own cache-hit path; a wrong compile hash is refused."""
