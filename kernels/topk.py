@@ -170,10 +170,7 @@ def topk_row_thresholds(num_cols: int, k: int) -> tuple[int, ...]:
     change (the planner's row classes: rows 1 and each of these reach every variant)."""
     rows = {SPLIT_FINISH_APART_MIN_ROWS}
     if COOP_DISPATCHED and num_cols > SPLIT_MIN_COLS:
-        for chunk in COOP_CHUNKS:
-            parts = cdiv(num_cols, chunk)
-            if parts <= COOP_MAX_PARTS:
-                rows.add(COOP_MAX_PROGRAMS // parts + 1)
+        rows.update(COOP_MAX_PROGRAMS // parts + 1 for _, parts in _coop_parts(num_cols))
     return tuple(sorted(rows))
 
 
@@ -193,11 +190,10 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
         return configs
     if num_cols <= SPLIT_MIN_COLS:  # split for its row count: one program per row beside it
         configs["single"] = _per_row_config(num_cols)
-    for chunk in COOP_CHUNKS:  # one launch, at every chunk that keeps a row's programs few
-        if cdiv(num_cols, chunk) <= COOP_MAX_PARTS:
-            cfg = _coop_config(k, chunk)
-            if cfg != dispatched:
-                configs[f"coop.c{chunk}"] = cfg
+    for chunk, _ in _coop_parts(num_cols):  # one launch, at every chunk that fits
+        cfg = _coop_config(k, chunk)
+        if cfg != dispatched:
+            configs[f"coop.c{chunk}"] = cfg
     fused = _split_config(k, finish_apart=False)
     if fused != dispatched:
         configs["fused"] = fused
@@ -230,13 +226,17 @@ def _launch_config(num_cols: int, k: int, num_rows: int) -> TopkConfig:
     return _per_row_config(num_cols)
 
 
+def _coop_parts(num_cols: int) -> list[tuple[int, int]]:
+    """(chunk, programs a row) for each of COOP_CHUNKS, smallest first, that keeps a row's
+    programs within COOP_MAX_PARTS."""
+    parts = [(chunk, cdiv(num_cols, chunk)) for chunk in COOP_CHUNKS]
+    return [(chunk, n) for chunk, n in parts if n <= COOP_MAX_PARTS]
+
+
 def _coop_chunk(num_cols: int, num_rows: int) -> int:
     """The smallest of COOP_CHUNKS whose programs fit (0: none does)."""
-    for chunk in COOP_CHUNKS:
-        parts = cdiv(num_cols, chunk)
-        if parts <= COOP_MAX_PARTS and num_rows * parts <= COOP_MAX_PROGRAMS:
-            return chunk
-    return 0
+    fits = (c for c, parts in _coop_parts(num_cols) if num_rows * parts <= COOP_MAX_PROGRAMS)
+    return next(fits, 0)
 
 
 def _coop_config(k: int, chunk: int) -> TopkConfig:
@@ -929,7 +929,7 @@ def _row_states(logits, rows: int):
     fresh = torch.zeros(
         (max(rows, COOP_MAX_PROGRAMS), _COOP_STATE_INTS), dtype=torch.int32, device=device
     )
-    fresh[:, 0] = 2**31 - 1  # no bound yet: the row's chunk bounds lower it (atomic min)
+    fresh[:, 0] = _KEY_MAX.value  # no bound yet: the row's chunk bounds lower it (atomic min)
     if not stream_capturing(device):
         if states is not None:
             _outgrown_row_states.append(states)
