@@ -912,8 +912,9 @@ def allocate_workspace(logits, layout: WorkspaceLayout) -> tuple:
 
 # Coop row states by (device, stream): each coop launch leaves the rows it used as it found
 # them, so calls in one stream share them; calls in other streams may overlap, so they have
-# their own. Made inside a CUDA graph capture, they belong to that graph (its replays set them
-# up) and are not kept. Outgrown ones stay alive: a captured graph may still use them.
+# their own. A CUDA graph capture always makes its own (the graph's replays set them up, and
+# two graphs captured on one stream may be replayed on two at once) and does not keep them.
+# Outgrown ones stay alive: a captured graph may still use them.
 _row_states_by_stream: dict = {}
 _outgrown_row_states: list = []
 
@@ -922,19 +923,24 @@ def _row_states(logits, rows: int):
     if isinstance(logits, TensorMeta):
         return TensorMeta((rows * _COOP_STATE_INTS,), torch.int32)
     device = logits.device
+    if stream_capturing(device):
+        return _fresh_row_states(device, rows)
     key = (device, current_stream_handle(device))
     states = _row_states_by_stream.get(key)
     if states is not None and states.shape[0] >= rows:
         return states
-    fresh = torch.zeros(
+    if states is not None:
+        _outgrown_row_states.append(states)
+    fresh = _row_states_by_stream[key] = _fresh_row_states(device, rows)
+    return fresh
+
+
+def _fresh_row_states(device, rows: int):
+    states = torch.zeros(
         (max(rows, COOP_MAX_PROGRAMS), _COOP_STATE_INTS), dtype=torch.int32, device=device
     )
-    fresh[:, 0] = _KEY_MAX.value  # no bound yet: the row's chunk bounds lower it (atomic min)
-    if not stream_capturing(device):
-        if states is not None:
-            _outgrown_row_states.append(states)
-        _row_states_by_stream[key] = fresh
-    return fresh
+    states[:, 0] = _KEY_MAX.value  # no bound yet: the row's chunk bounds lower it (atomic min)
+    return states
 
 
 def ragged_topk_launches(

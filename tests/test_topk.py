@@ -527,6 +527,22 @@ def test_topk_row_thresholds_name_every_change(k):
             )
 
 
+def test_topk_coop_row_states_of_a_capture_are_its_own(device, monkeypatch):
+    # under a CUDA graph capture the row states are made anew (captured: each replay sets them
+    # up) and not kept, even where the stream already has some: graphs captured on one stream
+    # may be replayed on two at once
+    from kernels import topk as topk_module
+
+    logits = torch.zeros(3, 3000, device=device)
+    kept = topk_module._row_states(logits, 3)
+    monkeypatch.setattr(topk_module, "stream_capturing", lambda device: True)
+    captured = [topk_module._row_states(logits, 3) for _ in range(2)]
+    assert captured[0] is not kept and captured[1] is not captured[0]
+    assert _coop_states_restored(captured[0].cpu())
+    monkeypatch.undo()
+    assert topk_module._row_states(logits, 3) is kept
+
+
 def test_topk_coop_row_states_per_stream_and_grown(device):
     # the row states are kept between calls (they come back restored) and grow for a call of
     # more rows than they hold, the outgrown ones kept alive (a captured graph may use them)
