@@ -25,6 +25,7 @@ multiple of 64 or the fixed decode width. Widths are bucketed by :func:`topk_lau
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -60,6 +61,8 @@ __all__ = [
     "topk_row_thresholds",
     "topk_tuning_configs",
 ]
+
+_log = logging.getLogger(__name__)
 
 SINGLE_PASS_MAX_COLS = 32768
 _MIN_BLOCK = 1024
@@ -912,11 +915,15 @@ def allocate_workspace(logits, layout: WorkspaceLayout) -> tuple:
 
 # Coop row states by (device, stream): each coop launch leaves the rows it used as it found
 # them, so calls in one stream share them; calls in other streams may overlap, so they have
-# their own. A CUDA graph capture always makes its own (the graph's replays set them up, and
-# two graphs captured on one stream may be replayed on two at once) and does not keep them.
-# Outgrown ones stay alive: a captured graph may still use them.
+# their own. Outgrown ones stay alive: a captured graph may still use them.
+# A call captured in a CUDA graph takes rows of its own (two graphs captured on one stream may
+# be replayed on two at once) from a pool set up by the first uncaptured call on the device, so
+# the graph holds no kernels that set them up; where the pool is missing or used up, the graph
+# sets up its own (correct, two more nodes a call). Rows of a freed graph are not reused.
 _row_states_by_stream: dict = {}
 _outgrown_row_states: list = []
+_CAPTURE_POOL_ROWS = 1 << 16  # 1 MiB a device: thousands of captured calls of up to 128 rows
+_capture_pools: dict = {}  # device -> [states, rows taken]
 
 
 def _row_states(logits, rows: int):
@@ -924,15 +931,27 @@ def _row_states(logits, rows: int):
         return TensorMeta((rows * _COOP_STATE_INTS,), torch.int32)
     device = logits.device
     if stream_capturing(device):
-        return _fresh_row_states(device, rows)
+        return _captured_row_states(device, rows)
     key = (device, current_stream_handle(device))
     states = _row_states_by_stream.get(key)
     if states is not None and states.shape[0] >= rows:
         return states
     if states is not None:
         _outgrown_row_states.append(states)
+    if device not in _capture_pools:
+        _capture_pools[device] = [_fresh_row_states(device, _CAPTURE_POOL_ROWS), 0]
     fresh = _row_states_by_stream[key] = _fresh_row_states(device, rows)
     return fresh
+
+
+def _captured_row_states(device, rows: int):
+    pool = _capture_pools.get(device)
+    if pool is None or pool[1] + rows > pool[0].shape[0]:
+        _log.debug("coop row states set up inside a captured graph (no pool rows left)")
+        return _fresh_row_states(device, rows)
+    taken = pool[0][pool[1] : pool[1] + rows]
+    pool[1] += rows
+    return taken
 
 
 def _fresh_row_states(device, rows: int):

@@ -528,18 +528,27 @@ def test_topk_row_thresholds_name_every_change(k):
 
 
 def test_topk_coop_row_states_of_a_capture_are_its_own(device, monkeypatch):
-    # under a CUDA graph capture the row states are made anew (captured: each replay sets them
-    # up) and not kept, even where the stream already has some: graphs captured on one stream
-    # may be replayed on two at once
+    # under a CUDA graph capture each call takes rows of its own (graphs captured on one stream
+    # may be replayed on two at once), already set up, from the device's pool (made by the first
+    # uncaptured call); a used-up pool gives rows set up anew (inside the graph)
     from kernels import topk as topk_module
 
     logits = torch.zeros(3, 3000, device=device)
+    monkeypatch.setattr(topk_module, "_capture_pools", {})
+    monkeypatch.setattr(topk_module, "_row_states_by_stream", {})
     kept = topk_module._row_states(logits, 3)
+    pool = topk_module._capture_pools[logits.device]
     monkeypatch.setattr(topk_module, "stream_capturing", lambda device: True)
     captured = [topk_module._row_states(logits, 3) for _ in range(2)]
-    assert captured[0] is not kept and captured[1] is not captured[0]
+    assert captured[0].data_ptr() != kept.data_ptr()
+    assert captured[1].data_ptr() == captured[0].data_ptr() + 3 * captured[0].stride(0) * 4
+    assert all(c.data_ptr() >= pool[0].data_ptr() for c in captured)  # views of the pool
     assert _coop_states_restored(captured[0].cpu())
-    monkeypatch.undo()
+    pool[1] = pool[0].shape[0] - 2  # used up: set up anew
+    fresh = topk_module._row_states(logits, 3)
+    assert fresh.untyped_storage().data_ptr() != pool[0].untyped_storage().data_ptr()
+    assert _coop_states_restored(fresh.cpu())
+    monkeypatch.setattr(topk_module, "stream_capturing", lambda device: False)
     assert topk_module._row_states(logits, 3) is kept
 
 
