@@ -12,8 +12,7 @@ Wider rows take the ``split`` path (two or three launches, described above
 gather the few columns above the bound; the last of a row's programs then selects among those
 candidates, or, for calls of many rows, a third launch of one program per row does. The
 ``coop`` path takes the same steps in one launch, a row's programs meeting at a barrier
-(described above ``_coop_topk_kernel``); it is meant for calls of few such rows, and is not
-dispatched until it has passed its GPU tests (``COOP_DISPATCHED``).
+(described above ``_coop_topk_kernel``), for calls of few such rows (``COOP_DISPATCHED``).
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -121,11 +120,12 @@ SPLIT_MANY_ROWS_MIN_COLS = 4096
 # 22.1 vs 23.6, 8 x 64K k = 2048 25.6 vs 30.1; with more programs it loses (64 x 32K 41.9
 # vs 33.0: its finishing code holds ~130-170 registers, so programs wait for a second wave
 # while others spin).
-# Not dispatched yet: this code has run on the CPU interpreter (as two halves) and its design on
-# an H200 as the prototype above, but not itself on a GPU; the coop designs of
-# tests/test_gpu_topk.py must pass before calls are sent to it. Benchmarks and GPU tests reach
-# it through topk_tuning_configs.
-COOP_DISPATCHED = False
+# On an H100 (benchmarks/kernel_work/60bb401/) every coop design passed the GPU tests, with
+# graphs captured on one stream replayed on two at once and calls on two streams interleaved;
+# eagerly, 8 x 32K 19.8 vs 23.7 us, 1 x 16K 17.1 vs 21.2, 8 x 64K 20.3 vs 23.5. With its
+# registers capped so that 64 x 32K's programs are all resident it still lost (35.1 vs 33.0).
+# Off, every call takes the split path (the planner then omits the coop variants).
+COOP_DISPATCHED = True
 COOP_MAX_PROGRAMS = 128
 COOP_MAX_PARTS = 16
 COOP_CHUNKS = (1024, 2048, 4096)  # the smallest whose programs fit is used

@@ -56,7 +56,7 @@ def test_plan_default_and_tiny_and_custom(tmp_path):
         fams.count("prefill"),
         fams.count("topk"),
         fams.count("expand"),
-    ) == (24, 2, 9, 2)  # top-k: rows finished apart scan in their own chunk and warps
+    ) == (24, 2, 12, 2)  # top-k: three coop chunks; rows finished apart scan in their own chunk
     assert [s["id"] for s in cli_json("plan", "--preset", "tiny")["specs"]] == TINY_IDS
     assert cli_json("plan")["specs"] == default["specs"]  # stable ids and keys
     cfg = dict(json.load(open(os.path.join(ROOT, "tests", "data", "small_fp8.json"))))
