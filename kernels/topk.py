@@ -919,7 +919,9 @@ def allocate_workspace(logits, layout: WorkspaceLayout) -> tuple:
 # A call captured in a CUDA graph takes rows of its own (two graphs captured on one stream may
 # be replayed on two at once) from a pool set up by the first uncaptured call on the device, so
 # the graph holds no kernels that set them up; where the pool is missing or used up, the graph
-# sets up its own (correct, two more nodes a call). Rows of a freed graph are not reused.
+# sets up its own (correct, two more nodes a call). Rows of a freed graph are not reused. The
+# pool is set up on the stream of that first call, before any capture (torch.cuda.graph
+# synchronizes the device before it begins one).
 _row_states_by_stream: dict = {}
 _outgrown_row_states: list = []
 _CAPTURE_POOL_ROWS = 1 << 16  # 1 MiB a device: thousands of captured calls of up to 128 rows
