@@ -20,19 +20,26 @@ def five(keys, need, low, high, at_low, at_high, interp):
         if cs[i] >= need:
             nl, cl = ts[i], cs[i]; nh = ts[i + 1] if i < 3 else high; ch = cs[i + 1] if i < 3 else at_high
     return nl, nh, cl, ch
-rng = np.random.default_rng(0)
-for dist in ("normal", "rounded", "uniform"):
-    res = {False: [], True: []}
-    for trial in range(300):
-        v = rng.standard_normal(32768) if dist != "uniform" else rng.random(32768)
-        if dist == "rounded": v = np.round(v, 2)
-        kk = keys_of(v); srt = np.sort(kk)[::-1]
-        bound = srt[int(rng.integers(560, 760))]  # the row bound leaves ~650 candidates
-        cand = kk[kk >= bound]
-        for interp in (False, True):
-            low, high, at_low, at_high, steps = bound, cand.max() + 1, len(cand), 0, 0
-            while high - low > 1 and at_low != 512:
-                low, high, at_low, at_high = five(cand, 512, low, high, at_low, at_high, interp); steps += 1
-            assert low == srt[511] or (kk >= low).sum() == 512, (low, srt[511])
-            res[interp].append(steps)
-    print(dist, "five-way steps mean/max", np.mean(res[False]), max(res[False]), "| interp", np.mean(res[True]), max(res[True]))
+
+
+def main():
+    rng = np.random.default_rng(0)
+    for dist in ("normal", "rounded", "uniform"):
+        res = {False: [], True: []}
+        for trial in range(300):
+            v = rng.standard_normal(32768) if dist != "uniform" else rng.random(32768)
+            if dist == "rounded": v = np.round(v, 2)
+            kk = keys_of(v); srt = np.sort(kk)[::-1]
+            bound = srt[int(rng.integers(560, 760))]  # the row bound leaves ~650 candidates
+            cand = kk[kk >= bound]
+            for interp in (False, True):
+                low, high, at_low, at_high, steps = bound, cand.max() + 1, len(cand), 0, 0
+                while high - low > 1 and at_low != 512:
+                    low, high, at_low, at_high = five(cand, 512, low, high, at_low, at_high, interp); steps += 1
+                assert low == srt[511] or (kk >= low).sum() == 512, (low, srt[511])
+                res[interp].append(steps)
+        print(dist, "five-way steps mean/max", np.mean(res[False]), max(res[False]), "| interp", np.mean(res[True]), max(res[True]))
+
+
+if __name__ == "__main__":
+    main()
