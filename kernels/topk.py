@@ -915,7 +915,8 @@ def allocate_workspace(logits, layout: WorkspaceLayout) -> tuple:
 
 # Coop row states by (device, stream): each coop launch leaves the rows it used as it found
 # them, so calls in one stream share them; calls in other streams may overlap, so they have
-# their own. Outgrown ones stay alive: a captured graph may still use them.
+# their own. Outgrown ones stay alive: a graph captured from launches built before it
+# (ragged_topk_launches) may still use them.
 # A call captured in a CUDA graph takes rows of its own (two graphs captured on one stream may
 # be replayed on two at once) from a pool set up by the first uncaptured call on the device, so
 # the graph holds no kernels that set them up; where the pool is missing or used up, the graph
