@@ -430,6 +430,7 @@ _KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
 _KEY_MAX = tl.constexpr(2147483647)
 _GROUPS_PER_KEY = tl.constexpr(SPLIT_GROUPS_PER_KEY)
 _COOP_STATE = tl.constexpr(_COOP_STATE_INTS)
+_APPEND_ROW = tl.constexpr(16)  # keys a row of the collect launch's chunk (_append_by_rows)
 
 
 @triton.jit
@@ -628,11 +629,13 @@ def _split_collect_kernel(
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
         row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
-        cols = chunk * CHUNK + tl.arange(0, CHUNK)
-        keys = _load_keys(row_ptr, cols, n)
-        _append_candidates(
-            counts_ptr + row, row_cands_ptr, row_cands_ptr, cols, keys, n, bound, CANDIDATES, False
+        # the chunk as rows of _APPEND_ROW consecutive keys (see _append_by_rows)
+        cols = chunk * CHUNK + (
+            tl.arange(0, CHUNK // _APPEND_ROW)[:, None] * _APPEND_ROW
+            + tl.arange(0, _APPEND_ROW)[None, :]
         )
+        keys = _load_keys(row_ptr, cols, n)
+        _append_by_rows(counts_ptr + row, row_cands_ptr, cols, keys, n, bound, CANDIDATES)
         if FINISH:
             # Release this program's candidates before arriving (barrier, then a release by the
             # arriving thread); the last to arrive (acquire) sees every program's candidates and
@@ -717,6 +720,21 @@ def _append_candidates(
     tl.store(row_cands_ptr + slot, cols, mask=take & (slot < CANDIDATES))
     if KEYS_LISTED:
         tl.store(row_cand_keys_ptr + slot, keys, mask=take & (slot < CANDIDATES))
+
+
+@triton.jit
+def _append_by_rows(count_ptr, row_cands_ptr, cols, keys, n, bound, CANDIDATES: tl.constexpr):
+    """:func:`_append_candidates` for a chunk held as rows of consecutive keys (2-D ``cols``):
+    a prefix sum along each short row and one over the rows' counts place the passing columns.
+    One prefix sum over the whole chunk was most of the collect launch's instructions (a few
+    percent of its keys pass), and the launch is bound by its instructions where rows are many
+    (benchmarks/kernel_work/83d36f4/)."""
+    take = ((cols < n) & (keys >= bound.to(tl.int32))).to(tl.int32)
+    per_row = tl.sum(take, axis=1)
+    first = tl.atomic_add(count_ptr, tl.sum(per_row, axis=0), sem="relaxed")
+    before = tl.cumsum(per_row, axis=0) - per_row
+    slot = first + before[:, None] + tl.cumsum(take, axis=1) - 1
+    tl.store(row_cands_ptr + slot, cols, mask=(take != 0) & (slot < CANDIDATES))
 
 
 @triton.jit
