@@ -100,6 +100,12 @@ SPLIT_APART_WARPS = 4
 # k = 2048, 92 vs 130 us; 16 x 64K 33 vs 39; at k = 512, 64 x 32K, 4 warps 36.4 vs 34.9;
 # 8192-candidate lists, k > 2730, not measured).
 SPLIT_APART_COLLECT_WARPS = 2
+# Lists of this many candidates or more (k >= 1366) are finished apart at every row count, by
+# one warp per 512 candidates, the collect launch keeping the two-launch path's chunk and warps:
+# the finishing search of a 4096-key list spills (128 registers) when the collect program runs
+# it. H100, CUDA graphs (benchmarks/kernel_work/de5cea8/), 64 x 128K, k = 2048: 67.2 us against
+# 76.3 fused; 4 finishing warps 78.1, 2 warps 114.6.
+SPLIT_APART_MIN_CANDIDATES = 4096
 # From SPLIT_FINISH_APART_MIN_ROWS rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS (up to
 # SPLIT_MIN_COLS) are split too, finished apart: one program per row then runs its (up to)
 # 32-step search in several waves, while the split path's bound, scan and finish each fill the GPU.
@@ -161,7 +167,8 @@ def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
     call has at most ``COOP_MAX_PROGRAMS`` programs of at most ``COOP_MAX_PARTS`` a row, else
     in two launches
     (``split``: a fixed chunk whatever the width), or three from ``SPLIT_FINISH_APART_MIN_ROWS``
-    rows on, where rows of up to ``SPLIT_MIN_COLS`` are split too. Narrower rows take one
+    rows on, where rows of up to ``SPLIT_MIN_COLS`` are split too, and for lists of
+    ``SPLIT_APART_MIN_CANDIDATES`` candidates at every row count. Narrower rows take one
     program each, widths bucketed to powers of two. :func:`topk_row_thresholds` names the row
     counts that matter. A deployment (one k) reaches a small, known set of variants whatever
     its per-step sizes are."""
@@ -197,13 +204,13 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
         cfg = _coop_config(k, chunk)
         if cfg != dispatched:
             configs[f"coop.c{chunk}"] = cfg
-    fused = _split_config(k, finish_apart=False)
+    fused = _fused_config(k)
     if fused != dispatched:
         configs["fused"] = fused
     for warps in (2, 4, 8):
-        configs[f"apart.w{warps}"] = replace(
-            fused, finish_warps=warps, collect_warps=fused.num_warps
-        )
+        cfg = replace(fused, finish_warps=warps, collect_warps=fused.num_warps)
+        if cfg != dispatched:
+            configs[f"apart.w{warps}"] = cfg
     split = dispatched if dispatched.path == "split" else fused
     for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
         cfg = replace(split, collect_warps=warps)
@@ -225,7 +232,7 @@ def _launch_config(num_cols: int, k: int, num_rows: int) -> TopkConfig:
         if chunk:
             return _coop_config(k, chunk)
     if num_cols > SPLIT_MIN_COLS or (many_rows and num_cols > SPLIT_MANY_ROWS_MIN_COLS):
-        return _split_config(k, finish_apart=many_rows)
+        return _split_config(k, many_rows)
     return _per_row_config(num_cols)
 
 
@@ -245,40 +252,54 @@ def _coop_chunk(num_cols: int, num_rows: int) -> int:
 def _coop_config(k: int, chunk: int) -> TopkConfig:
     # the finishing program holds the candidate list: 4 warps for up to 2048 candidates (8 for
     # 4096-key chunks); more warps lost at 1024 and 2048 columns (8 x 32K 18.6 vs 18.4 us)
-    split = _split_config(k, finish_apart=False)
-    warps = max(4, split.candidates // 512, chunk // 512)
+    fused = _fused_config(k)
+    warps = max(4, fused.candidates // 512, chunk // 512)
     return TopkConfig(
-        "coop", chunk, warps, _OUT_BLOCK, candidates=split.candidates, group=split.group
+        "coop", chunk, warps, _OUT_BLOCK, candidates=fused.candidates, group=fused.group
     )
 
 
-def _split_config(k: int, finish_apart: bool) -> TopkConfig:
-    candidates = min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, next_power_of_2(k + k // 2)))
-    # group maxima: SPLIT_GROUPS_PER_KEY per key a full chunk must hold at or above its
-    # bound, for a row of 8 full chunks (a 32K row); rows with a larger share search every
-    # key. The group is the largest power of two that leaves that many groups.
-    groups_wanted = SPLIT_GROUPS_PER_KEY * cdiv(k, 8)
-    group = max(1, min(SPLIT_MAX_GROUP, next_power_of_2(SPLIT_CHUNK // groups_wanted + 1) // 2))
-    if finish_apart:  # the collect launch only scans; the finishing block sizes its own warps
+def _split_config(k: int, many_rows: bool) -> TopkConfig:
+    if many_rows:  # the collect launch only scans; the finishing block sizes its own warps
         return TopkConfig(
             "split",
             SPLIT_APART_CHUNK,
             SPLIT_APART_WARPS,
             _OUT_BLOCK,
-            candidates=candidates,
+            candidates=_split_candidates(k),
             collect_warps=SPLIT_APART_COLLECT_WARPS,
-            group=group,
-            finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512),
+            group=_split_group(k),
+            finish_warps=max(SPLIT_FINISH_WARPS, _split_candidates(k) // 512),
         )
+    fused = _fused_config(k)
+    if fused.candidates >= SPLIT_APART_MIN_CANDIDATES:
+        return replace(fused, finish_warps=fused.candidates // 512)
+    return fused
+
+
+def _fused_config(k: int) -> TopkConfig:
+    """Two launches, the last collect program of each row finishing it."""
     return TopkConfig(
         "split",
         SPLIT_CHUNK,
         SPLIT_WARPS,
         _OUT_BLOCK,
-        candidates=candidates,
-        collect_warps=max(SPLIT_WARPS, candidates // 512),
-        group=group,
+        candidates=_split_candidates(k),
+        collect_warps=max(SPLIT_WARPS, _split_candidates(k) // 512),
+        group=_split_group(k),
     )
+
+
+def _split_candidates(k: int) -> int:
+    return min(SPLIT_MAX_CANDIDATES, max(SPLIT_CANDIDATES, next_power_of_2(k + k // 2)))
+
+
+def _split_group(k: int) -> int:
+    # group maxima: SPLIT_GROUPS_PER_KEY per key a full chunk must hold at or above its
+    # bound, for a row of 8 full chunks (a 32K row); rows with a larger share search every
+    # key. The group is the largest power of two that leaves that many groups.
+    groups_wanted = SPLIT_GROUPS_PER_KEY * cdiv(k, 8)
+    return max(1, min(SPLIT_MAX_GROUP, next_power_of_2(SPLIT_CHUNK // groups_wanted + 1) // 2))
 
 
 def _per_row_config(num_cols: int) -> TopkConfig:
@@ -430,7 +451,7 @@ _KEY_MIN = tl.constexpr(-2147483648)  # no bound: every key is at or above it
 _KEY_MAX = tl.constexpr(2147483647)
 _GROUPS_PER_KEY = tl.constexpr(SPLIT_GROUPS_PER_KEY)
 _COOP_STATE = tl.constexpr(_COOP_STATE_INTS)
-_APPEND_ROW = tl.constexpr(16)  # keys a row of the collect launch's chunk (_append_by_rows)
+_APPEND_ROW = tl.constexpr(16)  # keys a row of a chunk in _append_candidates
 
 
 @triton.jit
@@ -629,13 +650,11 @@ def _split_collect_kernel(
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
         row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
-        # the chunk as rows of _APPEND_ROW consecutive keys (see _append_by_rows)
-        cols = chunk * CHUNK + (
-            tl.arange(0, CHUNK // _APPEND_ROW)[:, None] * _APPEND_ROW
-            + tl.arange(0, _APPEND_ROW)[None, :]
-        )
+        cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
         keys = _load_keys(row_ptr, cols, n)
-        _append_by_rows(counts_ptr + row, row_cands_ptr, cols, keys, n, bound, CANDIDATES)
+        _append_candidates(
+            counts_ptr + row, row_cands_ptr, row_cands_ptr, cols, keys, n, bound, CANDIDATES, False
+        )
         if FINISH:
             # Release this program's candidates before arriving (barrier, then a release by the
             # arriving thread); the last to arrive (acquire) sees every program's candidates and
@@ -700,6 +719,16 @@ def _split_finish_kernel(
 
 
 @triton.jit
+def _chunk_as_rows(start, CHUNK: tl.constexpr):
+    """The columns of a chunk as rows of _APPEND_ROW consecutive columns (see
+    :func:`_append_candidates`)."""
+    return start + (
+        tl.arange(0, CHUNK // _APPEND_ROW)[:, None] * _APPEND_ROW
+        + tl.arange(0, _APPEND_ROW)[None, :]
+    )
+
+
+@triton.jit
 def _append_candidates(
     count_ptr,
     row_cands_ptr,
@@ -713,28 +742,20 @@ def _append_candidates(
 ):
     """Append a chunk's columns whose key is >= ``bound`` to the row's candidate list (one
     atomic reserves the slots; slots past the list's end are counted, not written), with their
-    keys beside them when KEYS_LISTED."""
-    take = (cols < n) & (keys >= bound.to(tl.int32))
-    first = tl.atomic_add(count_ptr, tl.sum(take.to(tl.int32), axis=0), sem="relaxed")
-    slot = first + tl.cumsum(take.to(tl.int32), axis=0) - 1
-    tl.store(row_cands_ptr + slot, cols, mask=take & (slot < CANDIDATES))
-    if KEYS_LISTED:
-        tl.store(row_cand_keys_ptr + slot, keys, mask=take & (slot < CANDIDATES))
-
-
-@triton.jit
-def _append_by_rows(count_ptr, row_cands_ptr, cols, keys, n, bound, CANDIDATES: tl.constexpr):
-    """:func:`_append_candidates` for a chunk held as rows of consecutive keys (2-D ``cols``):
-    a prefix sum along each short row and one over the rows' counts place the passing columns.
-    One prefix sum over the whole chunk was most of the collect launch's instructions (a few
-    percent of its keys pass), and the launch is bound by its instructions where rows are many
-    (benchmarks/kernel_work/83d36f4/)."""
+    keys beside them when KEYS_LISTED. ``cols`` and ``keys`` hold the chunk as rows of
+    consecutive keys (:func:`_chunk_as_rows`): a prefix sum along each short row and one over
+    the rows' counts place the passing columns. One prefix sum over the whole chunk was most of
+    the collect launch's instructions (a few percent of its keys pass; the launch is bound by
+    its instructions where rows are many: benchmarks/kernel_work/83d36f4/)."""
     take = ((cols < n) & (keys >= bound.to(tl.int32))).to(tl.int32)
     per_row = tl.sum(take, axis=1)
     first = tl.atomic_add(count_ptr, tl.sum(per_row, axis=0), sem="relaxed")
     before = tl.cumsum(per_row, axis=0) - per_row
     slot = first + before[:, None] + tl.cumsum(take, axis=1) - 1
-    tl.store(row_cands_ptr + slot, cols, mask=(take != 0) & (slot < CANDIDATES))
+    listed = (take != 0) & (slot < CANDIDATES)
+    tl.store(row_cands_ptr + slot, cols, mask=listed)
+    if KEYS_LISTED:
+        tl.store(row_cand_keys_ptr + slot, keys, mask=listed)
 
 
 @triton.jit
@@ -802,7 +823,15 @@ def _coop_topk_kernel(
             row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
             row_cand_keys_ptr = cand_keys_ptr + row.to(tl.int64) * CANDIDATES
             _append_candidates(
-                state + 2, row_cands_ptr, row_cand_keys_ptr, cols, keys, n, bound, CANDIDATES, True
+                state + 2,
+                row_cands_ptr,
+                row_cand_keys_ptr,
+                _chunk_as_rows(chunk * CHUNK, CHUNK),
+                tl.reshape(keys, (CHUNK // _APPEND_ROW, _APPEND_ROW)),  # the bound's keys, as rows
+                n,
+                bound,
+                CANDIDATES,
+                True,
             )
             # as in _split_collect_kernel: release, arrive; the last to arrive finishes the row
             tl.debug_barrier()

@@ -22,6 +22,7 @@ from kernels.topk import (
     COOP_CHUNKS,
     COOP_DISPATCHED,
     SPLIT_APART_CHUNK,
+    SPLIT_APART_MIN_CANDIDATES,
     SPLIT_APART_WARPS,
     _coop_chunk,
 )
@@ -285,6 +286,23 @@ def test_topk_rows_choose_where_split_rows_finish():
         )
         assert len(launches) == count
         assert launches[1].options["FINISH"] == (count == 2)
+
+
+def test_topk_long_candidate_lists_finish_apart_at_every_row_count():
+    # a list of SPLIT_APART_MIN_CANDIDATES keys is finished by a launch of its own, one warp per
+    # 512 candidates, even for few rows; the collect launch keeps the two-launch chunk and warps
+    rows = SPLIT_FINISH_APART_MIN_ROWS - 1
+    short = topk_launch_config(131072, 1365, rows)
+    long = topk_launch_config(131072, 1366, rows)
+    assert short.candidates < SPLIT_APART_MIN_CANDIDATES <= long.candidates
+    assert short.finish_warps == 0
+    assert long.finish_warps == long.candidates // 512
+    assert (long.block, long.num_warps, long.collect_warps) == (
+        short.block,
+        short.num_warps,
+        short.collect_warps,
+    )
+    assert "fused" in topk_tuning_configs(131072, 1366, rows)  # still timed beside it
 
 
 def test_topk_many_rows_split_rows_one_program_would_take():
