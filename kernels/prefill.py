@@ -56,6 +56,14 @@ _LOGITS_ROW_ALIGN = 64
 # promotion (32) at 453 (tools/bench_kernels.py --sweep); the extra error (~3e-3 relative) is
 # far below the e4m3 quantization of q and k themselves.
 PREFILL_FP8_IMPRECISE_ACC = 128
+# Key tiles one program scores for its query tile (block_n keys each), by cache element size:
+# fewer, longer programs reuse the query operand over more keys. H100, tile_r 8, 8 warps,
+# 4 x 2048 new tokens at 128K, 1 x 2048 at 32K, 4 x 512 at 16K, 1 x 8192 at 128K, 16 x 256 at
+# 64K (benchmarks/kernel_work/e2d9db6/prefill_ktiles.txt): bf16 128 tiles 3.91 / 0.241 / 0.130
+# / 3.77 / 1.037 ms against 16 tiles 4.18 / 0.261 / 0.138 / 4.13 / 1.096; fp8 32 tiles 2.56 /
+# 0.170 / 0.097 / 2.49 / 0.672 against 16 tiles 2.62 / 0.173 / 0.094 / 2.58 / 0.691 (128 tiles
+# lost at 1 x 8192: 2.84).
+PREFILL_K_TILES = {1: 32, 2: 128}
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,7 @@ def prefill_launch_config(
         tile_r=tile_r,
         heads_pad=heads_pad,
         block_n=block_n,
-        k_tiles=16,
+        k_tiles=PREFILL_K_TILES[itemsize],
         num_warps=num_warps,
         num_stages=stages,
         dot_fp32=interpreting() and cache_dtype == torch.bfloat16,
