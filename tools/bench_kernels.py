@@ -318,7 +318,7 @@ def topk_case(logits, visible, k, sweep):
         "ratio": ours / theirs,
         "exact": exact,
     }
-    result["path"] = topk_launch_config(cols, k).path
+    result["path"] = topk_launch_config(cols, k, rows).path
     # GPU time alone (host launch overhead removed): each side's launches in one CUDA graph
     result["graph_ms"] = graph_bench(lambda: ragged_topk(logits, visible, k, out))
     result["torch_graph_ms"] = graph_bench(masked_torch)
