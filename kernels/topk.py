@@ -103,8 +103,9 @@ SPLIT_APART_COLLECT_WARPS = 2
 # Lists of this many candidates or more (k >= 1366) are finished apart at every row count, by
 # one warp per 512 candidates, the collect launch keeping the two-launch path's chunk and warps:
 # the finishing search of a 4096-key list spills (128 registers) when the collect program runs
-# it. H100, CUDA graphs (benchmarks/kernel_work/de5cea8/), 64 x 128K, k = 2048: 67.2 us against
-# 76.3 fused; 4 finishing warps 78.1, 2 warps 114.6.
+# it. H100, CUDA graphs, k = 2048 (benchmarks/kernel_work/de5cea8/, f0c2a14/): 64 x 128K 67.0
+# us against 76.8 fused, 128 x 128K 108 against 136, 64 x 64K 46.1 against 49.9, 32 x 64K 36.0
+# against 36.9; 16 x 64K loses 1.0 us (31.1 against 30.1); 4 finishing warps 78.1 at 64 x 128K.
 SPLIT_APART_MIN_CANDIDATES = 4096
 # From SPLIT_FINISH_APART_MIN_ROWS rows on, rows wider than SPLIT_MANY_ROWS_MIN_COLS (up to
 # SPLIT_MIN_COLS) are split too, finished apart: one program per row then runs its (up to)
