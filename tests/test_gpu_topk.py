@@ -16,28 +16,33 @@ ROWS = (8, 64, 256, 512, 1024, 2048, 4096)  # tools/bench_topk_rows.py's default
 # its default width (the split path), the widths one program per row takes, and one whose
 # rows may take the one-launch split at a smaller chunk
 WIDTHS = (2048, 8192, 16384, 32768)
-DESIGNS = sorted(
-    {name for cols in WIDTHS for rows in ROWS for name in topk_tuning_configs(cols, K, rows)}
-)
+# lists of 4096 candidates (k = 2048), finished apart at every row count: the shapes
+# tools/bench_topk_rows.py tried for them
+LONG_K = 2048
+LONG_ROWS = (16, 64, 128)
+LONG_WIDTHS = (65536, 131072)
+SHAPES = [(rows, cols, K) for rows in ROWS for cols in WIDTHS]
+SHAPES += [(rows, cols, LONG_K) for rows in LONG_ROWS for cols in LONG_WIDTHS]
+DESIGNS = sorted({name for rows, cols, k in SHAPES for name in topk_tuning_configs(cols, k, rows)})
 
 
-def _inputs(rows, cols, seed):
+def _inputs(rows, cols, k, seed):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     logits = torch.randn(rows, cols, device="cuda", generator=gen)
     logits[: rows // 4] = logits[: rows // 4].round(decimals=1)  # ties at the threshold
-    lengths = torch.randint(K + 1, cols + 1, (rows,), device="cuda", generator=gen)
-    lengths[:3] = torch.tensor([cols, K, K + 1])  # a full row, a short row, one over k
+    lengths = torch.randint(k + 1, cols + 1, (rows,), device="cuda", generator=gen)
+    lengths[:3] = torch.tensor([cols, k, k + 1])  # a full row, a short row, one over k
     return logits, lengths.to(torch.int32)
 
 
 def _assert_exact(out, logits, lengths):
     """Tie-aware and vectorized (thousands of rows): every row's k indices are distinct, in
     range, and their values are the row's k largest; rows no longer than k are 0..n-1, -1."""
-    rows = out.shape[0]
+    rows, k = out.shape
     cols = torch.arange(logits.shape[1], device="cuda")
     assert not (out == INT_POISON).any(), "some output elements were not written"
-    short = lengths <= K
-    want_short = torch.where(cols[:K] < lengths[:, None], cols[:K], -1).to(torch.int32)
+    short = lengths <= k
+    want_short = torch.where(cols[:k] < lengths[:, None], cols[:k], -1).to(torch.int32)
     assert torch.equal(out[short], want_short[short]), "a short row is not 0..n-1 then -1"
     long_rows = ~short
     got = out[long_rows].long()
@@ -45,21 +50,20 @@ def _assert_exact(out, logits, lengths):
     assert bool(((got >= 0) & (got < n)).all()), "an index outside its row's length"
     assert bool((got.sort(dim=1).values.diff(dim=1) > 0).all()), "indices not distinct"
     masked = logits[long_rows].masked_fill(cols >= n, float("-inf"))
-    best = masked.topk(K, dim=1).values
+    best = masked.topk(k, dim=1).values
     picked = masked.gather(1, got).sort(dim=1, descending=True).values
     assert torch.equal(picked, best), f"{rows} rows: selected values are not the top-k"
 
 
-@pytest.mark.parametrize("cols", WIDTHS)
-@pytest.mark.parametrize("rows", ROWS)
+@pytest.mark.parametrize("rows,cols,k", SHAPES)
 @pytest.mark.parametrize("design", DESIGNS)
-def test_topk_design_reruns_exact(cols, rows, design):
-    configs = topk_tuning_configs(cols, K, rows)
+def test_topk_design_reruns_exact(rows, cols, k, design):
+    configs = topk_tuning_configs(cols, k, rows)
     if design not in configs:
-        pytest.skip(f"{design} is not tried at {rows} x {cols}")
-    logits, lengths = _inputs(rows, cols, seed=rows)
-    out = torch.empty(rows, K, dtype=torch.int32, device="cuda")
-    launches = ragged_topk_launches(logits, lengths, K, out, config=configs[design])
+        pytest.skip(f"{design} is not tried at {rows} x {cols}, k = {k}")
+    logits, lengths = _inputs(rows, cols, k, seed=rows)
+    out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    launches = ragged_topk_launches(logits, lengths, k, out, config=configs[design])
 
     def run():
         for launch in launches:
@@ -74,7 +78,7 @@ def test_topk_design_reruns_exact(cols, rows, design):
     with torch.cuda.graph(graph):
         run()
     for seed in range(3):  # replays over fresh values in the same buffers
-        fresh, fresh_lengths = _inputs(rows, cols, seed=1000 * rows + seed)
+        fresh, fresh_lengths = _inputs(rows, cols, k, seed=1000 * rows + seed)
         logits.copy_(fresh)
         lengths.copy_(fresh_lengths)
         out.fill_(INT_POISON)
