@@ -262,15 +262,16 @@ def _coop_config(k: int, chunk: int) -> TopkConfig:
 
 def _split_config(k: int, many_rows: bool) -> TopkConfig:
     if many_rows:  # the collect launch only scans; the finishing block sizes its own warps
+        candidates = _split_candidates(k)
         return TopkConfig(
             "split",
             SPLIT_APART_CHUNK,
             SPLIT_APART_WARPS,
             _OUT_BLOCK,
-            candidates=_split_candidates(k),
+            candidates=candidates,
             collect_warps=SPLIT_APART_COLLECT_WARPS,
             group=_split_group(k),
-            finish_warps=max(SPLIT_FINISH_WARPS, _split_candidates(k) // 512),
+            finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512),
         )
     fused = _fused_config(k)
     if fused.candidates >= SPLIT_APART_MIN_CANDIDATES:
@@ -280,13 +281,14 @@ def _split_config(k: int, many_rows: bool) -> TopkConfig:
 
 def _fused_config(k: int) -> TopkConfig:
     """Two launches, the last collect program of each row finishing it."""
+    candidates = _split_candidates(k)
     return TopkConfig(
         "split",
         SPLIT_CHUNK,
         SPLIT_WARPS,
         _OUT_BLOCK,
-        candidates=_split_candidates(k),
-        collect_warps=max(SPLIT_WARPS, _split_candidates(k) // 512),
+        candidates=candidates,
+        collect_warps=max(SPLIT_WARPS, candidates // 512),
         group=_split_group(k),
     )
 
