@@ -107,14 +107,21 @@ def _fast_key(kernel, device, args, options) -> tuple:
 
 
 def _fast_path_off(kernel) -> bool:
-    if getattr(_local, "triton_only", False) or not isinstance(kernel, JITFunction):
-        return True  # asked for, or the interpreter's functions
-    # Triton 3.6 keeps launch hooks in chains that are empty unless a profiler adds to them
+    if not isinstance(kernel, JITFunction):
+        return True  # the interpreter's functions
+    return _triton_path_asked() or bool(kernel.pre_run_hooks)
+
+
+def _triton_path_asked() -> bool:
+    """Whether this thread asked for Triton's path, or a profiler set a launch hook (Triton 3.6
+    keeps launch hooks in chains that are empty unless a profiler adds to them)."""
+    if getattr(_local, "triton_only", False):
+        return True
     runtime = knobs.runtime
     for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
         if hook is not None and (hook.__class__ is not HookChain or hook.calls):
             return True
-    return bool(kernel.pre_run_hooks)
+    return False
 
 
 def launch(kernel, grid: tuple[int, ...], args: tuple, options: dict) -> None:
@@ -264,17 +271,19 @@ class PreparedCall:
     def ready(self) -> bool:
         """Whether a replay may be made now (asked before the op allocates its own tensors):
         the same device and knobs, no hooks, Triton still holding every bound kernel."""
-        if self._generation != _prepared_generation[0] or getattr(_local, "triton_only", False):
+        # what holds for the whole call is asked once, not once a launch: this runs every call
+        if self._generation != _prepared_generation[0] or _triton_path_asked():
             return False
         device = driver.active.get_current_device()
         if device != self._device or _knob_state() != self._knobs:
             return False
-        for step in self._steps:
-            caches = step.kernel.device_caches.get(device)
+        for step in self._steps:  # each a JITFunction: _prepare_call took no other
+            kernel = step.kernel
+            caches = kernel.device_caches.get(device)
             if (
                 caches is None
                 or caches[0].get(step.bound.triton_key) is not step.bound.compiled
-                or _fast_path_off(step.kernel)
+                or kernel.pre_run_hooks
             ):
                 return False
         return True

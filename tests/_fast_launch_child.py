@@ -3,6 +3,7 @@ Triton's own binder under the offline sm_90 driver, and ``triton.compiler.compil
 by a recorder, so each variant Triton chooses is a distinct object that records the launcher
 call made to it. Prints one JSON object of findings."""
 
+import contextlib
 import json
 import random
 import sys
@@ -253,6 +254,9 @@ def op_launches():
         q,
         block_indices,
     )
+    results["decode_select_gives_way"] = _prepared_call_gives_way(
+        lambda: qsa_select_paged_decode(q, k_cache, table, visible, 64, 4, 1, block_indices)
+    )
     qp = torch.randn(6, heads, head_dim, generator=gen).to(dtype)
     starts = torch.tensor([0, 6], dtype=torch.int32)
     seen = torch.tensor([80, 81, 90, 100, 110, 128], dtype=torch.int32)
@@ -272,6 +276,57 @@ def op_launches():
         [selected, positions, seen, tokens],
     )
     return results
+
+
+def _prepared_call_gives_way(select):
+    """For each thing that must send a prepared call back through Triton (a profiler's launch
+    hooks, a kernel's pre-run hook, ``triton_launches_only``): the launches the call then made
+    through Triton and the replays it made."""
+    from kernels.decode import _decode_scores_kernel
+
+    select()
+    select()  # prepared, then replayed
+    runtime = triton.knobs.runtime
+
+    def ignore(*args, **kwargs):
+        return None
+
+    def hooked(chain):
+        @contextlib.contextmanager
+        def added():
+            chain.add(ignore)
+            try:
+                yield
+            finally:
+                chain.remove(ignore)
+
+        return added
+
+    @contextlib.contextmanager
+    def pre_run_hook():
+        _decode_scores_kernel.pre_run_hooks.append(ignore)
+        try:
+            yield
+        finally:
+            _decode_scores_kernel.pre_run_hooks.remove(ignore)
+
+    cases = {
+        "launch enter hook": hooked(runtime.launch_enter_hook),
+        "launch exit hook": hooked(runtime.launch_exit_hook),
+        "pre-run hook": pre_run_hook,
+        "triton_launches_only": fl.triton_launches_only,
+    }
+    found = {}
+    for name, state in cases.items():
+        before = fl.fast_launch_stats()
+        with state():
+            select()
+        after = fl.fast_launch_stats()
+        found[name] = {key: after[key] - before[key] for key in ("triton", "prepared")}
+    before = fl.fast_launch_stats()["prepared"]
+    select()  # all of them gone: replayed again
+    found["after"] = fl.fast_launch_stats()["prepared"] - before
+    return found
 
 
 def _refusals_after_preparation(select, q, out):

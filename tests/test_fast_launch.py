@@ -72,6 +72,16 @@ def test_a_repeated_op_call_replays_its_prepared_launches(findings, op):
     assert findings["ops"][op]["prepared"] == 1, findings["ops"][op]
 
 
+def test_a_prepared_select_gives_way_to_hooks_and_tritons_path(findings):
+    # the decode select 1 x 128 makes two launches: both go through Triton, none is replayed
+    gives_way = findings["ops"]["decode_select_gives_way"]
+    for state in ("launch enter hook", "launch exit hook", "triton_launches_only"):
+        assert gives_way[state] == {"triton": 2, "prepared": 0}, state
+    assert gives_way["pre-run hook"]["prepared"] == 0  # the hooked kernel's launch, at least
+    assert gives_way["pre-run hook"]["triton"] >= 1
+    assert gives_way["after"] == 1
+
+
 def test_a_prepared_select_still_refuses_bad_arguments(findings):
     assert findings["ops"]["decode_select_still_checked"] == {
         "out int64": "TypeError",
