@@ -291,29 +291,20 @@ def _prepared_call_gives_way(select):
     def ignore(*args, **kwargs):
         return None
 
-    def hooked(chain):
-        @contextlib.contextmanager
-        def added():
-            chain.add(ignore)
-            try:
-                yield
-            finally:
-                chain.remove(ignore)
-
-        return added
-
     @contextlib.contextmanager
-    def pre_run_hook():
-        _decode_scores_kernel.pre_run_hooks.append(ignore)
+    def added(add, remove):
+        add(ignore)
         try:
             yield
         finally:
-            _decode_scores_kernel.pre_run_hooks.remove(ignore)
+            remove(ignore)
 
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    pre_run = _decode_scores_kernel.pre_run_hooks
     cases = {
-        "launch enter hook": hooked(runtime.launch_enter_hook),
-        "launch exit hook": hooked(runtime.launch_exit_hook),
-        "pre-run hook": pre_run_hook,
+        "launch enter hook": lambda: added(enter.add, enter.remove),
+        "launch exit hook": lambda: added(leave.add, leave.remove),
+        "pre-run hook": lambda: added(pre_run.append, pre_run.remove),
         "triton_launches_only": fl.triton_launches_only,
     }
     found = {}

@@ -2,12 +2,11 @@
 call), alternating rounds, bench_host's setup (offline sm_90 driver, no-op
 launchers). Usage, from the repository root:
 python3 benchmarks/bench_host/7bcfd0f/ab_ready.py"""
-import sys, time
+import sys
 sys.path.insert(0, "tools"); sys.path.insert(0, ".")
 import bench_host as B
 import triton
 import kernels._fast_launch as F
-from kernels._fast_launch import triton_launches_only
 from qsa_warmup.triton_compat.targets import active_driver, parse_target
 
 new_ready = F.PreparedCall.ready
