@@ -59,11 +59,12 @@ PREFILL_FP8_IMPRECISE_ACC = 128
 # Key tiles one program scores for its query tile (block_n keys each), by cache element size:
 # fewer, longer programs reuse the query operand over more keys. H100, tile_r 8, 8 warps,
 # 4 x 2048 new tokens at 128K, 1 x 2048 at 32K, 4 x 512 at 16K, 1 x 8192 at 128K, 16 x 256 at
-# 64K (benchmarks/kernel_work/e2d9db6/prefill_ktiles.txt): bf16 128 tiles 3.91 / 0.241 / 0.130
-# / 3.77 / 1.037 ms against 16 tiles 4.18 / 0.261 / 0.138 / 4.13 / 1.096; fp8 32 tiles 2.56 /
-# 0.170 / 0.097 / 2.49 / 0.672 against 16 tiles 2.62 / 0.173 / 0.094 / 2.58 / 0.691 (128 tiles
-# lost at 1 x 8192: 2.84).
-PREFILL_K_TILES = {1: 32, 2: 128}
+# 64K (benchmarks/kernel_work/e2d9db6/prefill_ktiles.txt and, for 256 and 512 tiles,
+# benchmarks/kernel_work/ktiles_256/prefill_ktiles.txt): bf16 256 tiles 3.907 / 0.242 / 0.130 /
+# 3.815 / 1.025 ms against 128 tiles 3.950 / 0.244 / 0.131 / 3.895 / 1.031 (512 lost at every
+# shape); fp8 32 tiles 2.56 / 0.170 / 0.097 / 2.49 / 0.672 against 16 tiles 2.62 / 0.173 /
+# 0.094 / 2.58 / 0.691 (128 tiles lost at 1 x 8192: 2.84).
+PREFILL_K_TILES = {1: 32, 2: 256}
 
 
 @dataclass(frozen=True)
