@@ -162,6 +162,32 @@ def enter_hook_goes_through_triton():
     return {"triton_launches": after["triton"] - before["triton"], "hook_passed": hook_passed}
 
 
+def triton_path_is_per_thread():
+    """Launches of the same bound probe in this thread and in another, while this thread is
+    inside ``triton_launches_only()``: how many went through Triton's run in each."""
+    import threading
+
+    args, options = _launch_bound_to_the_fast_path()
+
+    def triton_launches(launch_in):
+        before = fl.fast_launch_stats()["triton"]
+        launch_in()
+        return fl.fast_launch_stats()["triton"] - before
+
+    def here():
+        fl.launch(probe, (1,), args, options)
+
+    def in_another_thread():
+        thread = threading.Thread(target=here)
+        thread.start()
+        thread.join()
+
+    with fl.triton_launches_only():
+        found = {"this thread": triton_launches(here), "other": triton_launches(in_another_thread)}
+    found["after"] = triton_launches(here)
+    return found
+
+
 def _tensor_ptrs(tensors):
     return {t.data_ptr() for t in tensors if isinstance(t, torch.Tensor)}
 
@@ -351,6 +377,7 @@ def main():
             "probe": random_probe_launches(int(sys.argv[1]), seed=int(sys.argv[2])),
             "forgotten": forgotten_cache_goes_through_triton(),
             "enter_hook": enter_hook_goes_through_triton(),
+            "per_thread": triton_path_is_per_thread(),
             "ops": op_launches(),
         }
     print(json.dumps(report))

@@ -42,6 +42,10 @@ def test_an_emptied_kernel_cache_sends_the_launch_back_through_triton(findings):
     assert forgotten == {"triton_launches": 1, "hook_asked": 1, "launched_new_kernel": True}
 
 
+def test_triton_launches_only_holds_in_its_own_thread_only(findings):
+    assert findings["per_thread"] == {"this thread": 1, "other": 0, "after": 0}
+
+
 def test_a_launch_hook_keeps_the_launch_on_tritons_path(findings):
     assert findings["enter_hook"] == {"triton_launches": 1, "hook_passed": True}
 
