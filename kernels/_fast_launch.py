@@ -253,10 +253,14 @@ def prepared_generation() -> int:
 
 class _Step(NamedTuple):
     kernel: Any
-    grid: tuple  # always three
-    args: tuple  # constants, and None where a tensor of the call goes
-    slots: tuple  # (argument position, index into the call's tensors)
+    # the launcher's whole argument list: the grid (three), None where the stream goes, the
+    # bound prefix, the arguments (None where a tensor of the call goes), the constexpr tail
+    call_args: tuple
+    slots: tuple  # (position in call_args, index into the call's tensors)
     bound: _Bound
+
+
+_STREAM_SLOT = 3  # after the grid's three sizes
 
 
 class PreparedCall:
@@ -304,11 +308,11 @@ class PreparedCall:
                 return False
         stream = driver.active.get_current_stream(self._device)
         for step in self._steps:
-            args = list(step.args)
+            args = list(step.call_args)  # one copy, filled in place: no tuple concatenation
+            args[_STREAM_SLOT] = stream
             for position, index in step.slots:
                 args[position] = tensors[index]
-            bound = step.bound
-            bound.launch(*step.grid, stream, *bound.prefix, *args, *bound.constexpr_tail)
+            step.bound.launch(*args)
         _stats["prepared"] += 1
         return True
 
@@ -361,8 +365,10 @@ def _prepare_call(launches, tensors: tuple, fresh: tuple):
             return None
         if bound is None:
             return None
+        grid3 = (tuple(grid) + (1, 1))[:3]
+        head = (*grid3, None, *bound.prefix)  # None: the stream, filled per launch
         slots, constants = [], []
-        for position, arg in enumerate(args):
+        for position, arg in enumerate(args, start=len(head)):
             if arg.__class__ is torch.Tensor:
                 index = next((i for i, t in enumerate(tensors) if t is arg), None)
                 if index is None:
@@ -371,6 +377,6 @@ def _prepare_call(launches, tensors: tuple, fresh: tuple):
                 constants.append(None)
             else:
                 constants.append(arg)
-        grid3 = (tuple(grid) + (1, 1))[:3]
-        steps.append(_Step(kernel, grid3, tuple(constants), tuple(slots), bound))
+        call_args = (*head, *constants, *bound.constexpr_tail)
+        steps.append(_Step(kernel, call_args, tuple(slots), bound))
     return PreparedCall(tuple(steps), device, _knob_state(), tuple(fresh), generation)
