@@ -7,6 +7,7 @@ import contextlib
 import json
 import random
 import sys
+import threading
 
 import torch
 import triton
@@ -165,8 +166,6 @@ def enter_hook_goes_through_triton():
 def triton_path_is_per_thread():
     """Launches of the same bound probe in this thread and in another, while this thread is
     inside ``triton_launches_only()``: how many went through Triton's run in each."""
-    import threading
-
     args, options = _launch_bound_to_the_fast_path()
 
     def triton_launches(launch_in):
