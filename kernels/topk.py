@@ -85,6 +85,14 @@ SPLIT_GROUPS_PER_KEY = (
 # warps beat 2 and 8 at every row count.
 SPLIT_FINISH_APART_MIN_ROWS = 256
 SPLIT_FINISH_WARPS = 4
+# Chunk bounds within a quarter of their share (_bound_slack; 0: exact). H100, k = 512 and
+# 2048, CUDA graphs, normal / relu-summed / uniform logits, every result exact, against exact
+# bounds (benchmarks/kernel_work/bound_slack/): 8 x 32K 20.1 / 17.9 / 18.3 -> 18.2 / 17.6 /
+# 17.3 us, 64 x 32K 31.8 / 30.1 / 29.9 -> 30.6 / 29.6 / 28.5, 256 x 8K 37.3 / 37.0 / 35.8 ->
+# 34.8 / 35.0 / 33.3, 4096 x 32K 631 / 595 / 602 -> 606 / 590 / 590; no shape slower.
+# Capping the search at 12 halvings instead won on normal logits only (the relu-summed rows'
+# searches end before 12), and 10 or 8 overflowed the lists of 64 x 128K (k = 2048).
+BOUND_SLACK = 4
 # Rows finished apart scan in chunks of 2048 with 4-warp bound programs: twice the programs of
 # 4096-column chunks at 8 warps, each with half the bound search's work, so more of them stay
 # resident while the scan runs in several waves. H100, 32K columns, k = 512, CUDA graphs
@@ -156,6 +164,9 @@ class TopkConfig:
     group: int = 1
     # split path: rows finished by a third launch with this many warps (0: by the collect launch)
     finish_warps: int = 0
+    # split and coop paths: a chunk's bound search may stop once at most share + share //
+    # bound_slack keys (group maxima) lie at or above it (0: exactly share); see _bound_slack
+    bound_slack: int = 0
 
 
 def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
@@ -212,6 +223,8 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
         cfg = replace(fused, finish_warps=warps, collect_warps=fused.num_warps)
         if cfg != dispatched:
             configs[f"apart.w{warps}"] = cfg
+    if dispatched.bound_slack:
+        configs["bound.exact"] = replace(dispatched, bound_slack=0)
     split = dispatched if dispatched.path == "split" else fused
     for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
         cfg = replace(split, collect_warps=warps)
@@ -256,7 +269,13 @@ def _coop_config(k: int, chunk: int) -> TopkConfig:
     fused = _fused_config(k)
     warps = max(4, fused.candidates // 512, chunk // 512)
     return TopkConfig(
-        "coop", chunk, warps, _OUT_BLOCK, candidates=fused.candidates, group=fused.group
+        "coop",
+        chunk,
+        warps,
+        _OUT_BLOCK,
+        candidates=fused.candidates,
+        group=fused.group,
+        bound_slack=fused.bound_slack,
     )
 
 
@@ -272,6 +291,7 @@ def _split_config(k: int, many_rows: bool) -> TopkConfig:
             collect_warps=SPLIT_APART_COLLECT_WARPS,
             group=_split_group(k),
             finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512),
+            bound_slack=_bound_slack(k, candidates),
         )
     fused = _fused_config(k)
     if fused.candidates >= SPLIT_APART_MIN_CANDIDATES:
@@ -290,7 +310,19 @@ def _fused_config(k: int) -> TopkConfig:
         candidates=candidates,
         collect_warps=max(SPLIT_WARPS, candidates // 512),
         group=_split_group(k),
+        bound_slack=_bound_slack(k, candidates),
     )
+
+
+def _bound_slack(k: int, candidates: int) -> int:
+    """A chunk bound up to a quarter of its share looser, where the candidate list holds at
+    least 3 k: the bound search stops once at most share + share // 4 keys (group maxima) lie at
+    or above it, saving dependent steps (well-mixed rows: 10-15 of 16 halvings to find exactly
+    share, 5-11 to come within a quarter of it) for about 15% more candidates. Where the list
+    holds less (k > 682), its headroom is kept for the exact bounds' spread: with 1.5 k slots,
+    rows of 32K at k = 1365 overflowed the list 1 in 100 times with exact bounds (emulated on
+    the CPU) and 1 in 3 times with the slack (benchmarks/kernel_work/bound_slack/)."""
+    return BOUND_SLACK if candidates >= 3 * k else 0
 
 
 def _split_candidates(k: int) -> int:
@@ -433,7 +465,8 @@ def _ragged_topk_kernel(
 #            j = ceil(k / full chunks) of its chunk's keys >= b (up to 16 bisection steps over
 #            the chunk's key range, in registers; over the maxima of groups of GROUP keys when
 #            there are SPLIT_GROUPS_PER_KEY groups per needed key: the search is ALU-bound at
-#            prefill sizes).
+#            prefill sizes; stopping once at most j + j // SLACK lie at or above b, where the
+#            candidate list has room for the looser bounds: BOUND_SLACK).
 #            The smallest b of a row's chunks is a lower bound of the row's k-th largest key:
 #            those chunks alone hold >= k keys at or above it.
 #   collect: each program compacts the columns of its chunk whose key is >= the row's bound and
@@ -468,16 +501,20 @@ def _keys_per_full_chunk(n, k, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _lower_bound_of(values, need, STEPS: tl.constexpr):
+def _lower_bound_of(values, need, STEPS: tl.constexpr, SLACK: tl.constexpr):
     """A key b with count(values >= b) >= need (values: int32 keys, need <= their number), as
-    large as STEPS halvings of the values' range get it; a halving that leaves exactly ``need``
-    values at or above b ends the search (b is then above every other value)."""
+    large as STEPS halvings of the values' range get it; a halving that leaves at most
+    ``need + need // SLACK`` values at or above b (exactly ``need`` when SLACK is 0) ends the
+    search."""
     # invariant: at_low = count(values >= low) >= need > count(values >= high)
     low = tl.min(values, axis=0).to(tl.int64)
     high = tl.max(values, axis=0).to(tl.int64) + 1
     at_low = tl.full((), values.shape[0], tl.int32)
+    enough_at_low = need
+    if SLACK > 0:
+        enough_at_low = need + need // SLACK
     step = 0
-    while (step < STEPS) & (at_low != need):
+    while (step < STEPS) & (at_low > enough_at_low):
         mid = (low + high) >> 1
         count = tl.sum((values >= mid.to(tl.int32)).to(tl.int32), axis=0)
         enough = count >= need
@@ -499,6 +536,7 @@ def _split_bound_kernel(
     k,
     CHUNK: tl.constexpr,
     GROUP: tl.constexpr,
+    SLACK: tl.constexpr,
 ):
     row = tl.program_id(0)
     chunk = tl.program_id(1)
@@ -511,22 +549,23 @@ def _split_bound_kernel(
         if chunk < full:
             cols = chunk * CHUNK + tl.arange(0, CHUNK)
             keys = _load_keys(logits_ptr + row.to(tl.int64) * stride_logits_row, cols, n)
-            bound = _chunk_bound(keys, share, CHUNK, GROUP)
+            bound = _chunk_bound(keys, share, CHUNK, GROUP, SLACK)
             tl.store(bounds_ptr + row.to(tl.int64) * tl.num_programs(1) + chunk, bound)
 
 
 @triton.jit
-def _chunk_bound(keys, share, CHUNK: tl.constexpr, GROUP: tl.constexpr):
-    """A key with at least ``share`` of a full chunk's keys at or above it, nearly the highest."""
+def _chunk_bound(keys, share, CHUNK: tl.constexpr, GROUP: tl.constexpr, SLACK: tl.constexpr):
+    """A key with at least ``share`` of a full chunk's keys at or above it, nearly the highest
+    (within ``share // SLACK`` keys of it)."""
     if GROUP > 1 and share * _GROUPS_PER_KEY <= CHUNK // GROUP:
         # The maxima of disjoint groups are distinct keys, so a bound met by `share` maxima is
         # met by the chunk; with 4 groups per needed key it is nearly as tight (top keys rarely
         # share a group), for 1/GROUP of the search's work. Any grouping will do: let the
         # compiler keep each group in one thread.
         groups = tl.reshape(keys, (CHUNK // GROUP, GROUP), can_reorder=True)
-        bound = _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS)
+        bound = _lower_bound_of(tl.max(groups, axis=1), share, _BOUND_STEPS, SLACK)
     else:  # one return: an early one in a branch on a runtime value does not compile for GPUs
-        bound = _lower_bound_of(keys, share, _BOUND_STEPS)
+        bound = _lower_bound_of(keys, share, _BOUND_STEPS, SLACK)
     return bound
 
 
@@ -797,6 +836,7 @@ def _coop_topk_kernel(
     k,
     CHUNK: tl.constexpr,
     GROUP: tl.constexpr,
+    SLACK: tl.constexpr,
     CANDIDATES: tl.constexpr,
     HALF: tl.constexpr,  # 0: all of it; 1: up to the barrier; 2: from it
 ):
@@ -817,7 +857,7 @@ def _coop_topk_kernel(
         full, share = _keys_per_full_chunk(n, k, CHUNK)
         if HALF != 2:
             if chunk < full:
-                tl.atomic_min(state, _chunk_bound(keys, share, CHUNK, GROUP), sem="relaxed")
+                tl.atomic_min(state, _chunk_bound(keys, share, CHUNK, GROUP, SLACK), sem="relaxed")
             tl.debug_barrier()
             tl.atomic_add(state + 1, 1, sem="release")
         if HALF != 1:
@@ -888,7 +928,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
             _split_bound_kernel,
             grid,
             (logits, lengths, counts, bounds, stride, num_cols, k),
-            dict(CHUNK=cfg.block, GROUP=cfg.group, num_warps=cfg.num_warps),
+            dict(CHUNK=cfg.block, GROUP=cfg.group, SLACK=cfg.bound_slack, num_warps=cfg.num_warps),
         ),
         KernelLaunch(
             _split_collect_kernel,
@@ -934,7 +974,9 @@ def _coop_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[
     rows, num_cols = logits.shape
     states, cands, cand_keys = workspace
     args = (logits, lengths, states, cands, cand_keys, out, logits.stride(0), out.stride(0))
-    options = dict(CHUNK=cfg.block, GROUP=cfg.group, CANDIDATES=cfg.candidates)
+    options = dict(
+        CHUNK=cfg.block, GROUP=cfg.group, SLACK=cfg.bound_slack, CANDIDATES=cfg.candidates
+    )
     return [
         KernelLaunch(
             _coop_topk_kernel,

@@ -19,6 +19,7 @@ from kernels import (
     topk_tuning_configs,
 )
 from kernels.topk import (
+    BOUND_SLACK,
     COOP_CHUNKS,
     COOP_DISPATCHED,
     SPLIT_APART_CHUNK,
@@ -174,31 +175,39 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates,
     assert_topk_matches(out, logits, lengths, k)
 
 
-@pytest.mark.parametrize("group,ties", [(2, False), (4, True), (8, False), (8, True)])
-def test_topk_split_bound_over_group_maxima(device, group, ties):
+def _split_chunk_bounds(device, logits, lengths, k, chunk, **fields):
+    """(exact result?, the split path's chunk bounds [rows, chunks]) of one top-k call."""
+    rows, width = logits.shape
+    out = torch.full((rows, k), INT_POISON, dtype=torch.int32, device=device)
+    cfg = TopkConfig("split", chunk, 4, 0, candidates=1024, collect_warps=4, **fields)
+    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=cfg)
+    for launch in launches:
+        launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+    nchunks = -(-width // chunk)
+    return launches[0].args[3][: rows * nchunks].view(rows, nchunks).cpu()
+
+
+def _order_keys(logits):
+    keys = logits.view(torch.int32)
+    return keys ^ ((keys >> 31) & 0x7FFFFFFF)
+
+
+@pytest.mark.parametrize(
+    "group,ties,slack", [(2, False, 0), (4, True, 0), (8, False, 0), (8, True, 0), (8, False, 4)]
+)
+def test_topk_split_bound_over_group_maxima(device, group, ties, slack):
     # rows of 8 full chunks with a small share: the bound searches group maxima; every chunk's
     # bound must still have its share of keys at or above it, and the result stays exact;
     # rows of 2-3 chunks (share too large for the maxima) search every key
     gen = torch.Generator().manual_seed(group + ties)
-    chunk, width, k = 1024, 8192, 64
-    logits = torch.randn(5, width, generator=gen)
+    chunk, k = 1024, 64
+    logits = torch.randn(5, 8192, generator=gen)
     if ties:
         logits = logits.round(decimals=1)
-    lengths = torch.tensor([width, width - 5, 2048, 3000, 40], dtype=torch.int32)
-    out = torch.full((5, k), INT_POISON, dtype=torch.int32, device=device)
-    launches = ragged_topk_launches(
-        logits.to(device),
-        lengths.to(device),
-        k,
-        out,
-        config=TopkConfig("split", chunk, 4, 0, candidates=1024, collect_warps=4, group=group),
-    )
-    for launch in launches:
-        launch.run()
-    assert_topk_matches(out, logits, lengths, k)
-    bounds = launches[0].args[3][: 5 * 8].view(5, 8).cpu()
-    keys = logits.view(torch.int32)
-    keys = keys ^ ((keys >> 31) & 0x7FFFFFFF)
+    lengths = torch.tensor([8192, 8192 - 5, 2048, 3000, 40], dtype=torch.int32)
+    bounds = _split_chunk_bounds(device, logits, lengths, k, chunk, group=group, bound_slack=slack)
+    keys = _order_keys(logits)
     for row, n in enumerate(lengths.tolist()):
         full = n // chunk
         share = -(-k // max(full, 1))
@@ -207,9 +216,42 @@ def test_topk_split_bound_over_group_maxima(device, group, ties):
             assert at_least >= share, (row, c, at_least, share)
 
 
+@pytest.mark.parametrize("group", [1, 8])
+def test_topk_split_bound_slack_stops_short_of_the_share(device, group):
+    # with bound_slack the chunk bounds stop once within a quarter of their share: each is still
+    # a valid bound, never above the exact search's, and lower for some chunks; the result
+    # stays exact either way
+    gen = torch.Generator().manual_seed(group)
+    chunk, k = 1024, 64
+    logits = torch.randn(4, 8192, generator=gen)
+    lengths = torch.tensor([8192, 8190, 6000, 4096], dtype=torch.int32)
+    exact = _split_chunk_bounds(device, logits, lengths, k, chunk, group=group)
+    loose = _split_chunk_bounds(
+        device, logits, lengths, k, chunk, group=group, bound_slack=BOUND_SLACK
+    )
+    keys = _order_keys(logits)
+    lowered = 0
+    for row, n in enumerate(lengths.tolist()):
+        full = n // chunk
+        share = -(-k // full)
+        for c in range(full):
+            chunk_keys = keys[row, c * chunk : (c + 1) * chunk]
+            assert int((chunk_keys >= loose[row, c]).sum()) >= share, (row, c)
+            assert loose[row, c] <= exact[row, c], (row, c)
+            if group == 1:  # every key searched: the loose bound is within its slack
+                at_least = int((chunk_keys >= loose[row, c]).sum())
+                assert at_least <= share + share // BOUND_SLACK or loose[row, c] == exact[row, c]
+            lowered += int(loose[row, c] < exact[row, c])
+    assert lowered > 0
+
+
 _SMALL_SPLIT = {
     "split": TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
+    "split.slack": TopkConfig(
+        "split", 512, 4, 0, candidates=256, collect_warps=4, bound_slack=BOUND_SLACK
+    ),
     "coop": TopkConfig("coop", 512, 4, 1024, candidates=256),
+    "coop.slack": TopkConfig("coop", 512, 4, 1024, candidates=256, bound_slack=BOUND_SLACK),
 }
 
 
@@ -262,6 +304,23 @@ def test_topk_split_candidate_list_sized_from_k(device, k):
     assert cfg.group == {512: 8, 1500: 4, 2048: 4}[k], (
         cfg
     )  # 4+ group maxima per needed key of a 32K row
+
+
+def test_topk_bound_slack_only_where_the_list_has_room():
+    # loose chunk bounds add ~15% candidates: dispatched only where the list holds 3 k, on
+    # every path that searches chunk bounds; the exact bounds stay a timed design beside them
+    for k in (1, 64, 512, 682, 683, 1000, 1365, 2048, 2730):
+        for width, rows in ((16384, 1), (32768, 64), (8192, 256), (131072, 64), (32768, 4096)):
+            cfg = topk_launch_config(width, k, rows)
+            assert cfg.path in ("split", "coop"), (width, k, rows, cfg)
+            room = cfg.candidates >= 3 * k
+            assert cfg.bound_slack == (BOUND_SLACK if room else 0), (width, k, rows, cfg)
+            assert room == (k <= 682), (k, cfg)
+            designs = topk_tuning_configs(width, k, rows)
+            if room:
+                assert designs["bound.exact"] == dataclasses.replace(cfg, bound_slack=0)
+            else:
+                assert "bound.exact" not in designs
 
 
 def test_topk_rows_choose_where_split_rows_finish():
@@ -480,6 +539,8 @@ def _coop_states_restored(states):
         (1024, 2500, 1024, True, 2048, 1),
         (1024, 8192, 64, False, 1024, 8),  # 8 full chunks: the bound over group maxima
         (1024, 8192, 64, True, 1024, 4),
+        (1024, 8192, 64, False, 1024, -8),  # the same with a loose bound (bound_slack)
+        (512, 3000, 333, True, 1024, -1),
         (256, 1200, 150, True, 64, 1),  # lists that overflow: the row is streamed instead
         (512, 1100, 100, False, 64, 1),
     ],
@@ -493,7 +554,11 @@ def test_topk_coop_path(device, chunk, width, k, ties, candidates, group):
     logits = torch.randn(len(lengths), width, generator=gen)
     if ties:
         logits = logits.round(decimals=1) - 0.3
-    cfg = TopkConfig("coop", chunk, 4, 1024, candidates=candidates, group=group)
+    # a negative group: that group with bound_slack
+    slack = BOUND_SLACK if group < 0 else 0
+    cfg = TopkConfig(
+        "coop", chunk, 4, 1024, candidates=candidates, group=abs(group), bound_slack=slack
+    )
     for _ in range(2):
         out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
         launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, cfg)

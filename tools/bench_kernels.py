@@ -2,7 +2,8 @@
 
 Measures, in one run: device copy bandwidth, the bf16 matrix rate, the host cost of eager calls
 (fast launch path vs JITFunction.run), decode scoring
-(bf16/fp8, 32 heads x 128, page 64) at 64x32K, 256x8K, 8x32K columns, ragged top-k k=512 vs
+(bf16/fp8, 32 heads x 128, page 64) at 64x32K, 256x8K, 8x32K columns beside a copy and a read
+of the same bytes, ragged top-k k=512 vs
 masked torch.topk, the full decode select, and prefill (4 x 2048 new tokens, 128K context,
 ratio 4). ``--sweep`` also times alternative launch configs to tune the dispatch functions.
 """
@@ -19,6 +20,7 @@ import sys
 
 import torch
 import triton
+import triton.language as tl
 from triton.testing import do_bench
 
 sys.path.insert(0, ".")
@@ -108,6 +110,43 @@ def same_size_copy_tbps(nbytes: int) -> float:
     dst = torch.empty(n, dtype=torch.uint8, device="cuda")
     copies = [lambda s=s: dst.copy_(s) for s in srcs]
     return nbytes / bench(rotating(copies)) / 1e9
+
+
+@triton.jit
+def _read_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    # reads BLOCK * ITERS int32 and writes one: the read half of a copy, nothing else
+    pid = tl.program_id(0)
+    acc = tl.zeros((BLOCK,), tl.int32)
+    base = pid.to(tl.int64) * BLOCK * ITERS
+    for i in tl.static_range(ITERS):
+        offs = base + i * BLOCK + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0)
+    tl.store(out_ptr + pid, tl.sum(acc, axis=0))
+
+
+_READ_SHAPES = ((2048, 4, 4), (4096, 4, 8), (1024, 8, 4), (8192, 2, 8))  # block, iters, warps
+
+
+def same_size_read_tbps(nbytes: int, clean: bool = False) -> float:
+    """What a kernel that only reads ``nbytes`` reaches, timed as the decode kernel is (inputs
+    rotated past L2; ``clean``: as bench_clean times it): the best of a few tile shapes. A short
+    kernel's ramp and, under do_bench's flush, the dirty lines its reads evict cost it as much
+    as they cost decode scoring."""
+    n = nbytes // 4
+    sets = max(1, min(8, (1 << 30) // nbytes))
+    srcs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(sets)]
+    best = 0.0
+    for block, iters, warps in _READ_SHAPES:
+        grid = (triton.cdiv(n, block * iters),)
+        out = torch.empty(grid[0], dtype=torch.int32, device="cuda")
+        options = dict(BLOCK=block, ITERS=iters, num_warps=warps)
+        reads = [functools.partial(_read_kernel[grid], s, out, n, **options) for s in srcs]
+        reads[0]()
+        if int(out.sum()) != n:
+            raise RuntimeError("the read kernel missed bytes")
+        ms = (bench_clean if clean else bench)(rotating(reads))
+        best = max(best, nbytes / ms / 1e9)
+    return best
 
 
 def matmul_rate():
@@ -251,6 +290,8 @@ def decode_case(reqs, columns, dtype, sweep):
         "ms": ms,
         "tbps": bytes_moved / ms / 1e9,
         "same_size_copy_tbps": same_size_copy_tbps(bytes_moved),
+        "same_size_read_tbps": same_size_read_tbps(bytes_moved),
+        "same_size_read_clean_tbps": same_size_read_tbps(bytes_moved, clean=True),
         "clean_ms": clean_ms,
         "clean_tbps": bytes_moved / clean_ms / 1e9,
         "b2b_ms": b2b_ms,
@@ -578,9 +619,11 @@ def main():
                 f"decode {res['dtype']:>13} {reqs:>4}x{cols:<6} {res['ms'] * 1e3:8.1f} us "
                 f"{res['tbps']:.2f} TB/s "
                 f"({res['of_copy']:.0%} of copy, "
-                f"{res['tbps'] / res['same_size_copy_tbps']:.0%} of a same-size copy); "
+                f"{res['tbps'] / res['same_size_copy_tbps']:.0%} of a same-size copy, "
+                f"{res['tbps'] / res['same_size_read_tbps']:.0%} of a same-size read); "
                 f"clean L2 {res['clean_tbps']:.2f} TB/s "
-                f"({res['clean_of_copy']:.0%}); "
+                f"({res['clean_of_copy']:.0%}; "
+                f"{res['clean_tbps'] / res['same_size_read_clean_tbps']:.0%} of a same-size read); "
                 f"back to back {res['b2b_tbps']:.2f} TB/s"
                 + (
                     f"; spec kernel {ref['tbps']:.2f} / {ref['clean_tbps']:.2f} / "
