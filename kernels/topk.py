@@ -356,34 +356,90 @@ def _load_keys(row_ptr, cols, n):
     return _order_keys(tl.load(row_ptr + cols, mask=cols < n, other=0.0))
 
 
+# Where the streamed searches below read their items: keys held in registers (one block), the
+# row (columns 0..n-1), or a candidate list (columns listed, keys read from the row or listed
+# beside them); the items are the row's keys or the list's entries.
+_IN_REGISTERS = tl.constexpr(0)
+_ROW = tl.constexpr(1)
+_LIST = tl.constexpr(2)
+_LIST_KEYS = tl.constexpr(3)
+
+
 @triton.jit
-def _count_at_least(row_ptr, keys, n, threshold, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
-    offsets = tl.arange(0, BLOCK)
-    if SINGLE:
-        count = tl.sum(((offsets < n) & (keys >= threshold)).to(tl.int32), axis=0)
+def _items_block(
+    row_ptr,
+    list_ptr,
+    list_keys_ptr,
+    keys,
+    start,
+    n,
+    items,
+    BLOCK: tl.constexpr,
+    SOURCE: tl.constexpr,
+):
+    """(columns, valid, keys) of the block of items from ``start`` (of ``items``), by SOURCE."""
+    at = start + tl.arange(0, BLOCK)
+    valid = at < items
+    if SOURCE == _IN_REGISTERS:
+        cols = at
+        block = keys
+    elif SOURCE == _ROW:
+        cols = at
+        block = _load_keys(row_ptr, cols, n)
+    else:  # written by other programs of a launch: read through L2
+        cols = tl.load(list_ptr + at, mask=valid, other=0, cache_modifier=".cg")
+        if SOURCE == _LIST_KEYS:
+            block = tl.load(list_keys_ptr + at, mask=valid, other=0, cache_modifier=".cg")
+        else:
+            block = _load_keys(row_ptr, cols, n)
+    return cols, valid, block
+
+
+@triton.jit
+def _count_at_least(
+    row_ptr,
+    list_ptr,
+    list_keys_ptr,
+    keys,
+    n,
+    items,
+    threshold,
+    BLOCK: tl.constexpr,
+    SOURCE: tl.constexpr,
+):
+    if SOURCE == _IN_REGISTERS:
+        _, valid, block = _items_block(
+            row_ptr, list_ptr, list_keys_ptr, keys, 0, n, items, BLOCK, SOURCE
+        )
+        count = tl.sum((valid & (block >= threshold)).to(tl.int32), axis=0)
     else:
         count = 0
-        for start in range(0, n, BLOCK):
-            cols = start + offsets
-            count += tl.sum(
-                ((cols < n) & (_load_keys(row_ptr, cols, n) >= threshold)).to(tl.int32), axis=0
+        for start in range(0, items, BLOCK):
+            _, valid, block = _items_block(
+                row_ptr, list_ptr, list_keys_ptr, keys, start, n, items, BLOCK, SOURCE
             )
+            count += tl.sum((valid & (block >= threshold)).to(tl.int32), axis=0)
     return count
 
 
 @triton.jit
-def _kth_largest_bisect(row_ptr, keys, n, k, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
-    """(threshold key, ties to take) for a row of n > k keys: halvings of the key range until
-    exactly k keys lie at or above its low end (well-mixed rows: about half of the 32 halvings
-    a one-key range needs), or the range is one key (ties at the threshold)."""
+def _kth_largest_bisect(
+    row_ptr, list_ptr, list_keys_ptr, keys, n, items, k, BLOCK: tl.constexpr, SOURCE: tl.constexpr
+):
+    """(threshold key, ties to take) for ``items`` > k keys (read as SOURCE says): halvings of
+    the key range until exactly k keys lie at or above its low end (well-mixed rows: about half
+    of the 32 halvings a one-key range needs), or the range is one key (ties at the
+    threshold)."""
     # invariant: at_lo = count(key >= lo) >= k > at_hi = count(key >= hi)
     lo = tl.full((), -2147483648, tl.int64)
     hi = tl.full((), 2147483648, tl.int64)
-    at_lo = n
+    at_lo = items
     at_hi = tl.full((), 0, tl.int32)
     while (hi - lo > 1) & (at_lo != k):
         mid = (lo + hi) >> 1
-        count = _count_at_least(row_ptr, keys, n, mid.to(tl.int32), BLOCK, SINGLE)
+        count = _count_at_least(
+            row_ptr, list_ptr, list_keys_ptr, keys, n, items, mid.to(tl.int32), BLOCK, SOURCE
+        )
         enough = count >= k
         lo = tl.where(enough, mid, lo)
         at_lo = tl.where(enough, count, at_lo)
@@ -404,22 +460,28 @@ def _write_short_row(out_row_ptr, n, k, BLOCK: tl.constexpr):
 
 @triton.jit
 def _write_selected(
-    row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK: tl.constexpr, SINGLE: tl.constexpr
+    row_ptr,
+    list_ptr,
+    list_keys_ptr,
+    out_row_ptr,
+    keys,
+    n,
+    items,
+    threshold,
+    ties_needed,
+    BLOCK: tl.constexpr,
+    SOURCE: tl.constexpr,
 ):
-    """Write the row's columns above ``threshold`` and its first ``ties_needed`` columns equal to
-    it (lowest index first), compacted; ``keys`` holds the row when SINGLE, else it is reloaded."""
-    offsets = tl.arange(0, BLOCK)
+    """Write the columns of the items (read as SOURCE says) above ``threshold`` and the first
+    ``ties_needed`` equal to it (in item order), compacted."""
     written = 0
     ties_seen = 0
-    for start in range(0, n, BLOCK):
-        cols = start + offsets
-        in_row = cols < n
-        if SINGLE:
-            chunk = keys
-        else:
-            chunk = _load_keys(row_ptr, cols, n)
-        above = in_row & (chunk > threshold)
-        tie = in_row & (chunk == threshold)
+    for start in range(0, items, BLOCK):
+        cols, valid, block = _items_block(
+            row_ptr, list_ptr, list_keys_ptr, keys, start, n, items, BLOCK, SOURCE
+        )
+        above = valid & (block > threshold)
+        tie = valid & (block == threshold)
         tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) + ties_seen
         take = above | (tie & (tie_rank <= ties_needed))
         position = tl.cumsum(take.to(tl.int32), axis=0) - 1 + written
@@ -451,12 +513,43 @@ def _ragged_topk_kernel(
     offsets = tl.arange(0, BLOCK)
     if n <= k:
         _write_short_row(out_row_ptr, n, k, OUT_BLOCK)
-    else:
-        keys = offsets  # the streaming path reloads keys in every pass instead
-        if SINGLE:
-            keys = _load_keys(row_ptr, offsets, n)
-        threshold, ties_needed = _kth_largest_bisect(row_ptr, keys, n, k, BLOCK, SINGLE)
-        _write_selected(row_ptr, out_row_ptr, keys, n, threshold, ties_needed, BLOCK, SINGLE)
+    elif SINGLE:
+        keys = _load_keys(row_ptr, offsets, n)
+        _select_from(row_ptr, row_ptr, row_ptr, out_row_ptr, keys, n, n, k, BLOCK, _IN_REGISTERS)
+    else:  # the row reloaded in every pass
+        _select_from(row_ptr, row_ptr, row_ptr, out_row_ptr, offsets, n, n, k, BLOCK, _ROW)
+
+
+@triton.jit
+def _select_from(
+    row_ptr,
+    list_ptr,
+    list_keys_ptr,
+    out_row_ptr,
+    keys,
+    n,
+    items,
+    k,
+    BLOCK: tl.constexpr,
+    SOURCE: tl.constexpr,
+):
+    """Write the columns of the k largest of ``items`` keys (read as SOURCE says)."""
+    threshold, ties_needed = _kth_largest_bisect(
+        row_ptr, list_ptr, list_keys_ptr, keys, n, items, k, BLOCK, SOURCE
+    )
+    _write_selected(
+        row_ptr,
+        list_ptr,
+        list_keys_ptr,
+        out_row_ptr,
+        keys,
+        n,
+        items,
+        threshold,
+        ties_needed,
+        BLOCK,
+        SOURCE,
+    )
 
 
 # -- split path: one row spread over many programs ------------------------------------------
@@ -475,9 +568,10 @@ def _ragged_topk_kernel(
 #            to append (a per-row arrival counter) then selects the k largest candidates exactly
 #            (a five-way search over the candidates' keys in registers: a latency-bound chain
 #            of reductions, so fewer and wider steps) and writes the row. A row whose
-#            candidates overflow the list (thousands of values tied at the bound, or one chunk
-#            holding far more than its share of the row's top keys) is finished by streaming
-#            the row instead: slower, still exact.
+#            candidates overflow the list but fit its reserve (_LIST_RESERVE) is finished by
+#            streaming the list; one whose candidates overflow the reserve too (thousands of
+#            values tied at the bound, or one chunk holding far more than its share of the
+#            row's top keys) by streaming the row: slower, still exact.
 # Keys are the int32 order keys of _order_keys (32-bit compares in every pass); bisection
 # bounds are int64 scalars. No launch reads ``out``; output order is free; ties at the
 # threshold are taken in no particular order. The workspace needs no initialization: the
@@ -488,6 +582,13 @@ _KEY_MAX = tl.constexpr(2147483647)
 _GROUPS_PER_KEY = tl.constexpr(SPLIT_GROUPS_PER_KEY)
 _COOP_STATE = tl.constexpr(_COOP_STATE_INTS)
 _APPEND_ROW = tl.constexpr(16)  # keys a row of a chunk in _append_candidates
+# A row's candidate list has CANDIDATES slots (the finishing search holds that many keys in
+# registers) and as many again in reserve: a row whose candidates overflow the list but fit
+# the reserve is finished by a search that streams the list (about twice the passes of the
+# list search, each of two blocks read through L2), not the row (its length over CANDIDATES
+# blocks a pass). Rows of 128K columns overflowed their 4096-candidate lists from k = 2200 on
+# (1 in 5 rows at k = 2730, emulated on the CPU: benchmarks/kernel_work/list_reserve/).
+_LIST_RESERVE = tl.constexpr(2)
 
 
 @triton.jit
@@ -630,9 +731,9 @@ def _finish_row(
     KEYS_LISTED: tl.constexpr,
 ):
     """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
-    row's candidate list (every column with key >= low, when it did not overflow; an overflowed
-    list is ignored and the whole row searched); with KEYS_LISTED the candidates' keys are
-    listed beside their columns, else they are read from the row."""
+    row's candidate list (every column with key >= low, up to the list's reserve: see
+    _LIST_RESERVE; a list past it is ignored and the whole row searched); with KEYS_LISTED the
+    candidates' keys are listed beside their columns, else they are read from the row."""
     slots = tl.arange(0, CANDIDATES)
     if num_cands <= CANDIDATES:  # every key >= the k-th largest is in the list
         in_list = slots < num_cands
@@ -655,9 +756,25 @@ def _finish_row(
         tl.store(out_row_ptr + tl.cumsum(above.to(tl.int32), axis=0) - 1, cols, mask=above)
         tie_rank = tl.cumsum(tie.to(tl.int32), axis=0) - 1
         tl.store(out_row_ptr + n_above + tie_rank, cols, mask=tie & (tie_rank < k - n_above))
-    else:  # the list overflowed: the one-program-per-row search, streaming the row
-        threshold, ties_needed = _kth_largest_bisect(row_ptr, slots, n, k, CANDIDATES, False)
-        _write_selected(row_ptr, out_row_ptr, slots, n, threshold, ties_needed, CANDIDATES, False)
+    elif num_cands <= CANDIDATES * _LIST_RESERVE:  # in the reserve: search the list, streamed
+        if KEYS_LISTED:
+            source: tl.constexpr = _LIST_KEYS
+        else:
+            source: tl.constexpr = _LIST
+        _select_from(
+            row_ptr,
+            row_cands_ptr,
+            row_cand_keys_ptr,
+            out_row_ptr,
+            slots,
+            n,
+            num_cands,
+            k,
+            CANDIDATES,
+            source,
+        )
+    else:  # past the reserve: the one-program-per-row search, streaming the row
+        _select_from(row_ptr, row_ptr, row_ptr, out_row_ptr, slots, n, n, k, CANDIDATES, _ROW)
 
 
 @triton.jit(
@@ -690,7 +807,7 @@ def _split_collect_kernel(
             _write_short_row(out_row_ptr, n, k, CHUNK)
     elif chunk * CHUNK < n:
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
-        row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
+        row_cands_ptr = cands_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
         keys = _load_keys(row_ptr, cols, n)
@@ -745,7 +862,7 @@ def _split_finish_kernel(
     if n > k:
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
-        row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
+        row_cands_ptr = cands_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
         _finish_row(
             logits_ptr + row.to(tl.int64) * stride_logits_row,
             row_cands_ptr,
@@ -783,7 +900,7 @@ def _append_candidates(
     KEYS_LISTED: tl.constexpr,
 ):
     """Append a chunk's columns whose key is >= ``bound`` to the row's candidate list (one
-    atomic reserves the slots; slots past the list's end are counted, not written), with their
+    atomic reserves the slots; slots past the list's reserve are counted, not written), with their
     keys beside them when KEYS_LISTED. ``cols`` and ``keys`` hold the chunk as rows of
     consecutive keys (:func:`_chunk_as_rows`): a prefix sum along each short row and one over
     the rows' counts place the passing columns. One prefix sum over the whole chunk was most of
@@ -794,7 +911,7 @@ def _append_candidates(
     first = tl.atomic_add(count_ptr, tl.sum(per_row, axis=0), sem="relaxed")
     before = tl.cumsum(per_row, axis=0) - per_row
     slot = first + before[:, None] + tl.cumsum(take, axis=1) - 1
-    listed = (take != 0) & (slot < CANDIDATES)
+    listed = (take != 0) & (slot < CANDIDATES * _LIST_RESERVE)
     tl.store(row_cands_ptr + slot, cols, mask=listed)
     if KEYS_LISTED:
         tl.store(row_cand_keys_ptr + slot, keys, mask=listed)
@@ -863,8 +980,8 @@ def _coop_topk_kernel(
         if HALF != 1:
             _wait_for(state + 1, parts)
             bound = tl.where(full > 0, tl.load(state, cache_modifier=".cg"), _KEY_MIN).to(tl.int64)
-            row_cands_ptr = cands_ptr + row.to(tl.int64) * CANDIDATES
-            row_cand_keys_ptr = cand_keys_ptr + row.to(tl.int64) * CANDIDATES
+            row_cands_ptr = cands_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
+            row_cand_keys_ptr = cand_keys_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
             _append_candidates(
                 state + 2,
                 row_cands_ptr,
@@ -908,12 +1025,13 @@ _NO_WORKSPACE = WorkspaceLayout(())
 
 def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> WorkspaceLayout:
     """The workspace one top-k call needs (none off the split and coop paths)."""
+    listed = num_rows * cfg.candidates * _LIST_RESERVE.value  # the list and its reserve
     if cfg.path == "coop":
-        return WorkspaceLayout((num_rows * cfg.candidates,) * 2, num_rows)
+        return WorkspaceLayout((listed,) * 2, num_rows)
     if cfg.path != "split":
         return _NO_WORKSPACE
     nchunks = cdiv(num_cols, cfg.block)
-    return WorkspaceLayout((2 * num_rows, num_rows * nchunks, num_rows * cfg.candidates))
+    return WorkspaceLayout((2 * num_rows, num_rows * nchunks, listed))
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[KernelLaunch]:

@@ -139,6 +139,51 @@ _SMALL_CHUNK_ROWS = [
 _OVERFLOWING_ROWS = [(256, 1200, 150, True, 64), (512, 1100, 100, False, 64)]
 
 
+def _rows_tied_at_the_threshold(gen, width, ties_per_row):
+    # one row per tie count: that many columns (spread over the row) share the row's top value,
+    # so every chunk's bound is that value and every tied column is a candidate
+    logits = torch.randn(len(ties_per_row), width, generator=gen)
+    for row, ties in enumerate(ties_per_row):
+        cols = torch.randperm(width, generator=gen)[:ties]
+        logits[row, cols] = 5.0
+    return logits
+
+
+@pytest.mark.parametrize("design", ["split", "split.apart", "coop"])
+def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, design):
+    # a row whose candidates fit the list is finished from it; one that overflows it but fits
+    # its reserve (as many slots again) from the list, streamed; one past the reserve by
+    # streaming the row: all exact, and the reserve holds every column of the second
+    gen = torch.Generator().manual_seed(len(design))
+    chunk, width, k, candidates = 256, 2048, 40, 64
+    ties_per_row = [0, 100, 200, 128]  # in the list, in the reserve, past it, at its end
+    logits = _rows_tied_at_the_threshold(gen, width, ties_per_row)
+    logits[0] = logits[0, :chunk].repeat(width // chunk)  # each chunk's share: k candidates
+    lengths = torch.full((len(ties_per_row),), width, dtype=torch.int32)
+    out = torch.full((len(ties_per_row), k), INT_POISON, dtype=torch.int32, device=device)
+    if design == "coop":
+        cfg = TopkConfig("coop", chunk, 4, 1024, candidates=candidates)
+    else:
+        apart = 2 if design == "split.apart" else 0
+        cfg = TopkConfig(
+            "split", chunk, 4, 0, candidates=candidates, collect_warps=4, finish_warps=apart
+        )
+    launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=cfg)
+    for launch in launches:
+        launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+    lists = (launches[0].args[3] if design == "coop" else launches[1].args[4]).cpu()
+    reserve = 2 * candidates
+    assert lists.numel() == len(ties_per_row) * reserve
+    if design != "coop":  # the split path leaves its counts: the rows took the three branches
+        counts = launches[0].args[2][: len(ties_per_row)].cpu().tolist()
+        assert counts[0] <= candidates < counts[1] <= reserve < counts[2], counts
+        assert counts[3] == reserve, counts
+    listed = set(lists[reserve : 2 * reserve].tolist())  # row 1: its 100 tied columns
+    tied = set(torch.nonzero(logits[1] == 5.0).flatten().tolist())
+    assert tied <= listed, sorted(tied - listed)[:8]
+
+
 @pytest.mark.parametrize(
     "chunk,width,k,ties,candidates,finish_warps",
     [(*row, 0) for row in _SMALL_CHUNK_ROWS + _OVERFLOWING_ROWS]
