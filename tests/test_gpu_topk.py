@@ -85,3 +85,39 @@ def test_topk_design_reruns_exact(rows, cols, k, design):
         graph.replay()
         torch.cuda.synchronize()
         _assert_exact(out, logits, lengths)
+
+
+@pytest.mark.parametrize(
+    "rows,cols,k", [(8, 32768, 512), (64, 32768, 512), (256, 32768, 512), (16, 131072, 2048)]
+)
+def test_topk_overflowing_lists_exact(rows, cols, k):
+    # rows whose candidates fit the list, overflow it into its reserve, or overflow the
+    # reserve too (many columns tied at the row's top value), on each dispatched path: coop,
+    # split finished by the collect launch, split finished apart, long lists
+    candidates = topk_tuning_configs(cols, k, rows)["dispatched"].candidates
+    gen = torch.Generator(device="cuda").manual_seed(rows + k)
+    logits = torch.randn(rows, cols, device="cuda", generator=gen)
+    ties = [0, k, candidates + candidates // 2, 3 * candidates]
+    for row in range(rows):
+        tied = torch.randperm(cols, device="cuda", generator=gen)[: ties[row % len(ties)]]
+        logits[row, tied] = 5.0
+    lengths = torch.full((rows,), cols, dtype=torch.int32, device="cuda")
+    out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    launches = ragged_topk_launches(logits, lengths, k, out)
+
+    def run():
+        for launch in launches:
+            launch.run()
+
+    out.fill_(INT_POISON)
+    run()
+    torch.cuda.synchronize()
+    _assert_exact(out, logits, lengths)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for _ in range(2):
+        out.fill_(INT_POISON)
+        graph.replay()
+        torch.cuda.synchronize()
+        _assert_exact(out, logits, lengths)
