@@ -221,7 +221,7 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates,
 
 
 def _split_chunk_bounds(device, logits, lengths, k, chunk, **fields):
-    """(exact result?, the split path's chunk bounds [rows, chunks]) of one top-k call."""
+    """The split path's chunk bounds [rows, chunks] of one top-k call (its result checked)."""
     rows, width = logits.shape
     out = torch.full((rows, k), INT_POISON, dtype=torch.int32, device=device)
     cfg = TopkConfig("split", chunk, 4, 0, candidates=1024, collect_warps=4, **fields)
