@@ -145,6 +145,7 @@ COOP_MAX_PROGRAMS = 128
 COOP_MAX_PARTS = 16
 COOP_CHUNKS = (1024, 2048, 4096)  # the smallest whose programs fit is used
 _COOP_STATE_INTS = 4  # per row: bound (atomic min), bounds arrived, candidates, rows collected
+_CANDIDATE_LISTS = 2  # a row's list slots, in lists of CANDIDATES: the list and its reserve
 
 
 @dataclass(frozen=True)
@@ -588,7 +589,13 @@ _APPEND_ROW = tl.constexpr(16)  # keys a row of a chunk in _append_candidates
 # list search, each of two blocks read through L2), not the row (its length over CANDIDATES
 # blocks a pass). Rows of 128K columns overflowed their 4096-candidate lists from k = 2200 on
 # (1 in 5 rows at k = 2730, emulated on the CPU: benchmarks/kernel_work/list_reserve/).
-_LIST_RESERVE = tl.constexpr(2)
+_LIST_RESERVE = tl.constexpr(_CANDIDATE_LISTS)
+
+
+@triton.jit
+def _row_list(lists_ptr, row, CANDIDATES: tl.constexpr):
+    """Where a row's candidate list (and its reserve) starts."""
+    return lists_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
 
 
 @triton.jit
@@ -807,7 +814,7 @@ def _split_collect_kernel(
             _write_short_row(out_row_ptr, n, k, CHUNK)
     elif chunk * CHUNK < n:
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
-        row_cands_ptr = cands_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
+        row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
         keys = _load_keys(row_ptr, cols, n)
@@ -862,7 +869,7 @@ def _split_finish_kernel(
     if n > k:
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
-        row_cands_ptr = cands_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
+        row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
         _finish_row(
             logits_ptr + row.to(tl.int64) * stride_logits_row,
             row_cands_ptr,
@@ -980,8 +987,8 @@ def _coop_topk_kernel(
         if HALF != 1:
             _wait_for(state + 1, parts)
             bound = tl.where(full > 0, tl.load(state, cache_modifier=".cg"), _KEY_MIN).to(tl.int64)
-            row_cands_ptr = cands_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
-            row_cand_keys_ptr = cand_keys_ptr + row.to(tl.int64) * (CANDIDATES * _LIST_RESERVE)
+            row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
+            row_cand_keys_ptr = _row_list(cand_keys_ptr, row, CANDIDATES)
             _append_candidates(
                 state + 2,
                 row_cands_ptr,
@@ -1025,7 +1032,7 @@ _NO_WORKSPACE = WorkspaceLayout(())
 
 def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> WorkspaceLayout:
     """The workspace one top-k call needs (none off the split and coop paths)."""
-    listed = num_rows * cfg.candidates * _LIST_RESERVE.value  # the list and its reserve
+    listed = num_rows * cfg.candidates * _CANDIDATE_LISTS  # the list and its reserve
     if cfg.path == "coop":
         return WorkspaceLayout((listed,) * 2, num_rows)
     if cfg.path != "split":
