@@ -25,6 +25,7 @@ from bench_kernels import (  # noqa: E402
     copy_bandwidth,
     decode_inputs,
     precompile,
+    rotated_sets,
     rotating,
     same_size_copy_tbps,
     save,
@@ -37,7 +38,7 @@ DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 
 def sweep(reqs, cols, dtype):
     elem = torch.empty((), dtype=dtype).element_size()
-    sets = max(1, min(8, (1 << 30) // (reqs * cols * HEAD_DIM * elem)))
+    sets = rotated_sets(reqs * cols * HEAD_DIM * elem)
     q, k_cache, tables, visible = decode_inputs(reqs, cols, dtype, sets)
     logits = torch.empty(reqs, cols, device="cuda")
     moved = reqs * cols * (HEAD_DIM * elem + 4) + reqs * HEADS * HEAD_DIM * q.element_size()

@@ -102,10 +102,16 @@ def copy_bandwidth(clean=False):
     return 2 * n / ms / 1e9  # TB/s
 
 
+def rotated_sets(buffer_bytes: int) -> int:
+    """How many copies of a buffer a timing rotates through so that each call finds its input
+    out of L2: up to 1 GiB of them, at most 8."""
+    return max(1, min(8, (1 << 30) // buffer_bytes))
+
+
 def same_size_copy_tbps(nbytes: int) -> float:
     """A device copy moving ``nbytes`` (read plus write), timed like the decode kernel."""
     n = nbytes // 2
-    sets = max(1, min(8, (1 << 30) // n))
+    sets = rotated_sets(n)
     srcs = [torch.empty(n, dtype=torch.uint8, device="cuda") for _ in range(sets)]
     dst = torch.empty(n, dtype=torch.uint8, device="cuda")
     copies = [lambda s=s: dst.copy_(s) for s in srcs]
@@ -133,7 +139,7 @@ def same_size_read_tbps(nbytes: int, clean: bool = False) -> float:
     kernel's ramp and, under do_bench's flush, the dirty lines its reads evict cost it as much
     as they cost decode scoring."""
     n = nbytes // 4
-    sets = max(1, min(8, (1 << 30) // nbytes))
+    sets = rotated_sets(nbytes)
     srcs = [torch.ones(n, dtype=torch.int32, device="cuda") for _ in range(sets)]
     best = 0.0
     for block, iters, warps in _READ_SHAPES:
@@ -259,10 +265,8 @@ def rotating(fns):
 
 
 def decode_case(reqs, columns, dtype, sweep):
-    sets = max(
-        1, (1 << 30) // (reqs * columns * HEAD_DIM * torch.empty((), dtype=dtype).element_size())
-    )
-    sets = min(sets, 8)
+    elem = torch.empty((), dtype=dtype).element_size()
+    sets = rotated_sets(reqs * columns * HEAD_DIM * elem)
     q, k_cache, tables, visible = decode_inputs(reqs, columns, dtype, sets)
     logits = torch.empty(reqs, columns, device="cuda")
     bytes_moved = (
