@@ -168,6 +168,10 @@ class TopkConfig:
     # split and coop paths: a chunk's bound search may stop once at most share + share //
     # bound_slack keys (group maxima) lie at or above it (0: exactly share); see _bound_slack
     bound_slack: int = 0
+    # split path: the collect launch lists each candidate's key beside its column, so the
+    # finishing search reads the list alone (the coop path always does), instead of gathering
+    # the candidates' keys from the row
+    keys_listed: bool = False
 
 
 def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
@@ -226,6 +230,10 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
             configs[f"apart.w{warps}"] = cfg
     if dispatched.bound_slack:
         configs["bound.exact"] = replace(dispatched, bound_slack=0)
+    if dispatched.path == "split":
+        configs["keys.listed" if not dispatched.keys_listed else "keys.gathered"] = replace(
+            dispatched, keys_listed=not dispatched.keys_listed
+        )
     split = dispatched if dispatched.path == "split" else fused
     for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
         cfg = replace(split, collect_warps=warps)
@@ -794,6 +802,7 @@ def _split_collect_kernel(
     counts_ptr,  # [2, rows]: candidates appended, programs arrived
     bounds_ptr,
     cands_ptr,
+    cand_keys_ptr,  # the candidates' keys (with KEYS_LISTED; else not read)
     out_ptr,
     stride_logits_row,
     stride_out_row,
@@ -802,6 +811,7 @@ def _split_collect_kernel(
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
+    KEYS_LISTED: tl.constexpr,
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
     row = tl.program_id(0)
@@ -815,11 +825,20 @@ def _split_collect_kernel(
     elif chunk * CHUNK < n:
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
         row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
+        row_cand_keys_ptr = _row_list(cand_keys_ptr, row, CANDIDATES)
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
         keys = _load_keys(row_ptr, cols, n)
         _append_candidates(
-            counts_ptr + row, row_cands_ptr, row_cands_ptr, cols, keys, n, bound, CANDIDATES, False
+            counts_ptr + row,
+            row_cands_ptr,
+            row_cand_keys_ptr,
+            cols,
+            keys,
+            n,
+            bound,
+            CANDIDATES,
+            KEYS_LISTED,
         )
         if FINISH:
             # Release this program's candidates before arriving (barrier, then a release by the
@@ -832,14 +851,14 @@ def _split_collect_kernel(
                 _finish_row(
                     row_ptr,
                     row_cands_ptr,
-                    row_cands_ptr,
+                    row_cand_keys_ptr,
                     out_row_ptr,
                     n,
                     k,
                     bound,
                     num_cands,
                     CANDIDATES,
-                    False,
+                    KEYS_LISTED,
                 )
 
 
@@ -853,6 +872,7 @@ def _split_finish_kernel(
     counts_ptr,
     bounds_ptr,
     cands_ptr,
+    cand_keys_ptr,
     out_ptr,
     stride_logits_row,
     stride_out_row,
@@ -861,6 +881,7 @@ def _split_finish_kernel(
     nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
+    KEYS_LISTED: tl.constexpr,
 ):
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
@@ -869,18 +890,17 @@ def _split_finish_kernel(
     if n > k:
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
-        row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
         _finish_row(
             logits_ptr + row.to(tl.int64) * stride_logits_row,
-            row_cands_ptr,
-            row_cands_ptr,
+            _row_list(cands_ptr, row, CANDIDATES),
+            _row_list(cand_keys_ptr, row, CANDIDATES),
             out_ptr + row.to(tl.int64) * stride_out_row,
             n,
             k,
             bound,
             num_cands,
             CANDIDATES,
-            False,
+            KEYS_LISTED,
         )
 
 
@@ -1038,13 +1058,15 @@ def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> WorkspaceL
     if cfg.path != "split":
         return _NO_WORKSPACE
     nchunks = cdiv(num_cols, cfg.block)
-    return WorkspaceLayout((2 * num_rows, num_rows * nchunks, listed))
+    keys = (listed,) if cfg.keys_listed else ()
+    return WorkspaceLayout((2 * num_rows, num_rows * nchunks, listed, *keys))
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[KernelLaunch]:
     rows, num_cols = logits.shape
     nchunks = cdiv(num_cols, cfg.block)
-    counts, bounds, cands = workspace
+    counts, bounds, cands, *listed_keys = workspace
+    cand_keys = listed_keys[0] if listed_keys else cands  # not read unless keys are listed
     stride = logits.stride(0)
     grid = (rows, nchunks)
     finish_apart = cfg.finish_warps > 0
@@ -1058,11 +1080,24 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
         KernelLaunch(
             _split_collect_kernel,
             grid,
-            (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k),
+            (
+                logits,
+                lengths,
+                counts,
+                bounds,
+                cands,
+                cand_keys,
+                out,
+                stride,
+                out.stride(0),
+                num_cols,
+                k,
+            ),
             dict(
                 CHUNK=cfg.block,
                 CANDIDATES=cfg.candidates,
                 FINISH=not finish_apart,
+                KEYS_LISTED=cfg.keys_listed,
                 num_warps=cfg.collect_warps,
             ),
         ),
@@ -1078,6 +1113,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                     counts,
                     bounds,
                     cands,
+                    cand_keys,
                     out,
                     stride,
                     out.stride(0),
@@ -1088,6 +1124,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 dict(
                     CHUNK=cfg.block,
                     CANDIDATES=cfg.candidates,
+                    KEYS_LISTED=cfg.keys_listed,
                     num_warps=cfg.finish_warps,
                 ),
             )
