@@ -99,7 +99,9 @@ def test_topk_streaming_path(device):
     assert_topk_matches(out, logits, lengths, k)
 
 
-@pytest.mark.parametrize("design", ["single", "streaming", "split", "split.apart", "coop"])
+@pytest.mark.parametrize(
+    "design", ["single", "streaming", "split", "split.apart", "split.listed", "coop"]
+)
 def test_topk_kth_largest_on_a_search_midpoint(device, design):
     # the searches stop once exactly k keys lie at or above the low end of their range; here
     # the k-th largest value (2.0, whose key 2**30 is the bisection's second midpoint) sits on
@@ -118,6 +120,9 @@ def test_topk_kth_largest_on_a_search_midpoint(device, design):
         "split": TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
         "split.apart": TopkConfig(
             "split", 512, 4, 0, candidates=256, collect_warps=4, finish_warps=2
+        ),
+        "split.listed": TopkConfig(
+            "split", 512, 4, 0, candidates=256, collect_warps=4, keys_listed=True
         ),
         "coop": TopkConfig("coop", 512, 4, 1024, candidates=256),
     }[design]
@@ -149,7 +154,9 @@ def _rows_tied_at_the_threshold(gen, width, ties_per_row):
     return logits
 
 
-@pytest.mark.parametrize("design", ["split", "split.apart", "coop"])
+@pytest.mark.parametrize(
+    "design", ["split", "split.apart", "split.listed", "split.apart.listed", "coop"]
+)
 def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, design):
     # a row whose candidates fit the list is finished from it; one that overflows it but fits
     # its reserve (as many slots again) from the list, streamed; one past the reserve by
@@ -164,9 +171,15 @@ def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, desig
     if design == "coop":
         cfg = TopkConfig("coop", chunk, 4, 1024, candidates=candidates)
     else:
-        apart = 2 if design == "split.apart" else 0
         cfg = TopkConfig(
-            "split", chunk, 4, 0, candidates=candidates, collect_warps=4, finish_warps=apart
+            "split",
+            chunk,
+            4,
+            0,
+            candidates=candidates,
+            collect_warps=4,
+            finish_warps=2 if "apart" in design else 0,
+            keys_listed=design.endswith("listed"),
         )
     launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=cfg)
     for launch in launches:
