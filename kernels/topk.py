@@ -31,6 +31,7 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ._checks import check_int, check_same_device, check_shape, check_tensor
 from ._fast_launch import remember_prepared
@@ -172,6 +173,10 @@ class TopkConfig:
     # finishing search reads the list alone (the coop path always does), instead of gathering
     # the candidates' keys from the row
     keys_listed: bool = False
+    # split path: the collect launch is a programmatic dependent launch of the bound launch
+    # (Hopper on): it starts while the bound launch runs and loads its chunk before it waits for
+    # the bounds (the interpreter runs it as an ordinary launch)
+    dependent_launch: bool = False
 
 
 def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
@@ -233,6 +238,9 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
     if dispatched.path == "split":
         configs["keys.listed" if not dispatched.keys_listed else "keys.gathered"] = replace(
             dispatched, keys_listed=not dispatched.keys_listed
+        )
+        configs["launch.dependent" if not dispatched.dependent_launch else "launch.after"] = (
+            replace(dispatched, dependent_launch=not dispatched.dependent_launch)
         )
     split = dispatched if dispatched.path == "split" else fused
     for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
@@ -653,7 +661,10 @@ def _split_bound_kernel(
     CHUNK: tl.constexpr,
     GROUP: tl.constexpr,
     SLACK: tl.constexpr,
+    DEPENDENT: tl.constexpr,  # the collect launch depends on this one programmatically
 ):
+    if DEPENDENT:  # it may start now: it reads nothing this launch writes before it waits
+        gdc_launch_dependents()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
@@ -812,6 +823,7 @@ def _split_collect_kernel(
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
     KEYS_LISTED: tl.constexpr,
+    DEPENDENT: tl.constexpr,  # a programmatic dependent launch of the bound launch
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
     row = tl.program_id(0)
@@ -826,9 +838,11 @@ def _split_collect_kernel(
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
         row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
         row_cand_keys_ptr = _row_list(cand_keys_ptr, row, CANDIDATES)
-        bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
         keys = _load_keys(row_ptr, cols, n)
+        if DEPENDENT:  # the bounds and the zeroed counts are the bound launch's
+            gdc_wait()
+        bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         _append_candidates(
             counts_ptr + row,
             row_cands_ptr,
@@ -1070,12 +1084,20 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
     stride = logits.stride(0)
     grid = (rows, nchunks)
     finish_apart = cfg.finish_warps > 0
+    dependent = cfg.dependent_launch and not interpreting()  # griddepcontrol is GPU code
+    collect_options = dict(launch_pdl=True) if dependent else {}
     launches = [
         KernelLaunch(
             _split_bound_kernel,
             grid,
             (logits, lengths, counts, bounds, stride, num_cols, k),
-            dict(CHUNK=cfg.block, GROUP=cfg.group, SLACK=cfg.bound_slack, num_warps=cfg.num_warps),
+            dict(
+                CHUNK=cfg.block,
+                GROUP=cfg.group,
+                SLACK=cfg.bound_slack,
+                DEPENDENT=dependent,
+                num_warps=cfg.num_warps,
+            ),
         ),
         KernelLaunch(
             _split_collect_kernel,
@@ -1098,7 +1120,9 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 CANDIDATES=cfg.candidates,
                 FINISH=not finish_apart,
                 KEYS_LISTED=cfg.keys_listed,
+                DEPENDENT=dependent,
                 num_warps=cfg.collect_warps,
+                **collect_options,
             ),
         ),
     ]
