@@ -41,6 +41,7 @@ from ._launch import (
     call_key,
     cdiv,
     current_stream_handle,
+    device_arch,
     interpreting,
     next_power_of_2,
     stream_capturing,
@@ -94,6 +95,14 @@ SPLIT_FINISH_WARPS = 4
 # Capping the search at 12 halvings instead won on normal logits only (the relu-summed rows'
 # searches end before 12), and 10 or 8 overflowed the lists of 64 x 128K (k = 2048).
 BOUND_SLACK = 4
+# From this compute capability on (Hopper's griddepcontrol), the split path's collect launch is a
+# programmatic dependent launch of the bound launch (TopkConfig.dependent_launch): it starts
+# while the bound launch runs and loads its chunk before it waits for the bounds. H200, k = 512
+# unless said, CUDA graphs, relu-summed / normal logits, every result exact, against the same
+# launches in order (benchmarks/kernel_work/split_designs/): 64 x 32K 27.4 / 29.2 -> 26.7 /
+# 28.2 us, 256 x 8K 35.6 / 35.6 -> 33.3 / 33.2, 1024 x 32K 172.2 / 181.9 -> 169.5 / 179.9,
+# 64 x 128K (k = 2048, finished apart) 64.8 / 70.6 -> 62.2 / 67.6.
+DEPENDENT_LAUNCH_MIN_ARCH = 90
 # Rows finished apart scan in chunks of 2048 with 4-warp bound programs: twice the programs of
 # 4096-column chunks at 8 warps, each with half the bound search's work, so more of them stay
 # resident while the scan runs in several waves. H100, 32K columns, k = 512, CUDA graphs
@@ -169,17 +178,15 @@ class TopkConfig:
     # split and coop paths: a chunk's bound search may stop once at most share + share //
     # bound_slack keys (group maxima) lie at or above it (0: exactly share); see _bound_slack
     bound_slack: int = 0
-    # split path: the collect launch lists each candidate's key beside its column, so the
-    # finishing search reads the list alone (the coop path always does), instead of gathering
-    # the candidates' keys from the row
-    keys_listed: bool = False
     # split path: the collect launch is a programmatic dependent launch of the bound launch
     # (Hopper on): it starts while the bound launch runs and loads its chunk before it waits for
     # the bounds (the interpreter runs it as an ordinary launch)
     dependent_launch: bool = False
 
 
-def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
+def topk_launch_config(
+    num_cols: int, k: int, num_rows: int = 1, arch: int | None = None
+) -> TopkConfig:
     """Every launch decision of the ragged top-k (called by the launcher and the planner).
 
     Rows wider than ``SPLIT_MIN_COLS`` (or than ``SPLIT_MANY_ROWS_MIN_COLS`` in calls of
@@ -193,8 +200,11 @@ def topk_launch_config(num_cols: int, k: int, num_rows: int = 1) -> TopkConfig:
     ``SPLIT_APART_MIN_CANDIDATES`` candidates at every row count. Narrower rows take one
     program each, widths bucketed to powers of two. :func:`topk_row_thresholds` names the row
     counts that matter. A deployment (one k) reaches a small, known set of variants whatever
-    its per-step sizes are."""
-    return _launch_config(num_cols, k, num_rows)
+    its per-step sizes are. ``arch`` is the GPU's compute capability (None: an sm_90-class
+    GPU): from ``DEPENDENT_LAUNCH_MIN_ARCH`` on, the split path's collect launch is a
+    programmatic dependent launch."""
+    dependent = arch is None or arch >= DEPENDENT_LAUNCH_MIN_ARCH
+    return _launch_config(num_cols, k, num_rows, dependent)
 
 
 def topk_row_thresholds(num_cols: int, k: int) -> tuple[int, ...]:
@@ -226,7 +236,8 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
         cfg = _coop_config(k, chunk)
         if cfg != dispatched:
             configs[f"coop.c{chunk}"] = cfg
-    fused = _fused_config(k)
+    # the split designs launch as the dispatched split would on an sm_90-class GPU
+    fused = replace(_fused_config(k), dependent_launch=True)
     if fused != dispatched:
         configs["fused"] = fused
     for warps in (2, 4, 8):
@@ -236,9 +247,6 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
     if dispatched.bound_slack:
         configs["bound.exact"] = replace(dispatched, bound_slack=0)
     if dispatched.path == "split":
-        configs["keys.listed" if not dispatched.keys_listed else "keys.gathered"] = replace(
-            dispatched, keys_listed=not dispatched.keys_listed
-        )
         configs["launch.dependent" if not dispatched.dependent_launch else "launch.after"] = (
             replace(dispatched, dependent_launch=not dispatched.dependent_launch)
         )
@@ -256,14 +264,14 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
 
 
 @functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
-def _launch_config(num_cols: int, k: int, num_rows: int) -> TopkConfig:
+def _launch_config(num_cols: int, k: int, num_rows: int, dependent: bool) -> TopkConfig:
     many_rows = num_rows >= SPLIT_FINISH_APART_MIN_ROWS
     if COOP_DISPATCHED and num_cols > SPLIT_MIN_COLS:
         chunk = _coop_chunk(num_cols, num_rows)
         if chunk:
             return _coop_config(k, chunk)
     if num_cols > SPLIT_MIN_COLS or (many_rows and num_cols > SPLIT_MANY_ROWS_MIN_COLS):
-        return _split_config(k, many_rows)
+        return replace(_split_config(k, many_rows), dependent_launch=dependent)
     return _per_row_config(num_cols)
 
 
@@ -813,7 +821,6 @@ def _split_collect_kernel(
     counts_ptr,  # [2, rows]: candidates appended, programs arrived
     bounds_ptr,
     cands_ptr,
-    cand_keys_ptr,  # the candidates' keys (with KEYS_LISTED; else not read)
     out_ptr,
     stride_logits_row,
     stride_out_row,
@@ -822,7 +829,6 @@ def _split_collect_kernel(
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
-    KEYS_LISTED: tl.constexpr,
     DEPENDENT: tl.constexpr,  # a programmatic dependent launch of the bound launch
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
@@ -837,22 +843,13 @@ def _split_collect_kernel(
     elif chunk * CHUNK < n:
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
         row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
-        row_cand_keys_ptr = _row_list(cand_keys_ptr, row, CANDIDATES)
         cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
         keys = _load_keys(row_ptr, cols, n)
         if DEPENDENT:  # the bounds and the zeroed counts are the bound launch's
             gdc_wait()
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         _append_candidates(
-            counts_ptr + row,
-            row_cands_ptr,
-            row_cand_keys_ptr,
-            cols,
-            keys,
-            n,
-            bound,
-            CANDIDATES,
-            KEYS_LISTED,
+            counts_ptr + row, row_cands_ptr, row_cands_ptr, cols, keys, n, bound, CANDIDATES, False
         )
         if FINISH:
             # Release this program's candidates before arriving (barrier, then a release by the
@@ -865,14 +862,14 @@ def _split_collect_kernel(
                 _finish_row(
                     row_ptr,
                     row_cands_ptr,
-                    row_cand_keys_ptr,
+                    row_cands_ptr,
                     out_row_ptr,
                     n,
                     k,
                     bound,
                     num_cands,
                     CANDIDATES,
-                    KEYS_LISTED,
+                    False,
                 )
 
 
@@ -886,7 +883,6 @@ def _split_finish_kernel(
     counts_ptr,
     bounds_ptr,
     cands_ptr,
-    cand_keys_ptr,
     out_ptr,
     stride_logits_row,
     stride_out_row,
@@ -895,7 +891,6 @@ def _split_finish_kernel(
     nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
-    KEYS_LISTED: tl.constexpr,
 ):
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
@@ -904,17 +899,18 @@ def _split_finish_kernel(
     if n > k:
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
+        row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
         _finish_row(
             logits_ptr + row.to(tl.int64) * stride_logits_row,
-            _row_list(cands_ptr, row, CANDIDATES),
-            _row_list(cand_keys_ptr, row, CANDIDATES),
+            row_cands_ptr,
+            row_cands_ptr,
             out_ptr + row.to(tl.int64) * stride_out_row,
             n,
             k,
             bound,
             num_cands,
             CANDIDATES,
-            KEYS_LISTED,
+            False,
         )
 
 
@@ -1072,15 +1068,13 @@ def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> WorkspaceL
     if cfg.path != "split":
         return _NO_WORKSPACE
     nchunks = cdiv(num_cols, cfg.block)
-    keys = (listed,) if cfg.keys_listed else ()
-    return WorkspaceLayout((2 * num_rows, num_rows * nchunks, listed, *keys))
+    return WorkspaceLayout((2 * num_rows, num_rows * nchunks, listed))
 
 
 def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[KernelLaunch]:
     rows, num_cols = logits.shape
     nchunks = cdiv(num_cols, cfg.block)
-    counts, bounds, cands, *listed_keys = workspace
-    cand_keys = listed_keys[0] if listed_keys else cands  # not read unless keys are listed
+    counts, bounds, cands = workspace
     stride = logits.stride(0)
     grid = (rows, nchunks)
     finish_apart = cfg.finish_warps > 0
@@ -1102,24 +1096,11 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
         KernelLaunch(
             _split_collect_kernel,
             grid,
-            (
-                logits,
-                lengths,
-                counts,
-                bounds,
-                cands,
-                cand_keys,
-                out,
-                stride,
-                out.stride(0),
-                num_cols,
-                k,
-            ),
+            (logits, lengths, counts, bounds, cands, out, stride, out.stride(0), num_cols, k),
             dict(
                 CHUNK=cfg.block,
                 CANDIDATES=cfg.candidates,
                 FINISH=not finish_apart,
-                KEYS_LISTED=cfg.keys_listed,
                 DEPENDENT=dependent,
                 num_warps=cfg.collect_warps,
                 **collect_options,
@@ -1137,7 +1118,6 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                     counts,
                     bounds,
                     cands,
-                    cand_keys,
                     out,
                     stride,
                     out.stride(0),
@@ -1148,7 +1128,6 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 dict(
                     CHUNK=cfg.block,
                     CANDIDATES=cfg.candidates,
-                    KEYS_LISTED=cfg.keys_listed,
                     num_warps=cfg.finish_warps,
                 ),
             )
@@ -1260,7 +1239,7 @@ def checked_topk_launches(logits, lengths, k, out, config: TopkConfig | None = N
 
 def checked_topk_call(logits, lengths, k, out, config: TopkConfig | None = None):
     """(launches, workspace sizes, the workspace regions they use) of one checked top-k call."""
-    cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0])
+    cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0], device_arch(logits))
     if cfg.path in ("split", "coop"):
         layout = workspace_sizes(logits.shape[0], logits.shape[1], cfg)
         workspace = allocate_workspace(logits, layout)

@@ -41,8 +41,8 @@ def test_every_topk_path_compiles_for_sm90():
     # the interpreter runs code that a GPU compile may refuse (an early return in a branch on a
     # runtime value did): each top-k path's launches, dispatched or not (the split path fused
     # and finished apart, over group maxima and over every key; coop at each chunk and at a
-    # 4096-candidate list; the split path's timed designs, its programmatic dependent collect
-    # launch among them; one program per row, in registers and streaming), built for sm_90
+    # 4096-candidate list; the split path with and without its programmatic dependent collect
+    # launch; one program per row, in registers and streaming), built for sm_90
     p = python(
         """
         import json, torch
@@ -55,8 +55,7 @@ def test_every_topk_path_compiles_for_sm90():
         for rows, cols, k in ((8, 16384, 512), (8, 65536, 2048)):
             cases += [(rows, cols, k, cfg) for cfg in topk_tuning_configs(cols, k, rows).values()
                       if cfg.path == "coop"]
-        designs = topk_tuning_configs(32768, 512, 64)
-        cases += [(64, 32768, 512, designs[name]) for name in ("keys.listed", "launch.dependent")]
+        cases.append((64, 32768, 512, topk_tuning_configs(32768, 512, 64)["launch.after"]))
         built, failed, waits = [], [], []
         with tc.active_driver(tc.parse_target("sm_90")):
             for rows, cols, k, cfg in cases:
@@ -67,8 +66,9 @@ def test_every_topk_path_compiles_for_sm90():
                     try:
                         ptx = launch.warmup().asm["ptx"]
                         built.append(launch.kernel_name)
-                        if cfg.dependent_launch:
-                            waits.append([launch.kernel_name, "griddepcontrol.wait" in ptx,
+                        if cfg.path == "split":
+                            waits.append([cfg.dependent_launch, launch.kernel_name,
+                                          "griddepcontrol.wait" in ptx,
                                           launch.options.get("launch_pdl", False)])
                     except Exception as exc:
                         failed.append([rows, cols, k, cfg.path, launch.kernel_name,
@@ -79,11 +79,16 @@ def test_every_topk_path_compiles_for_sm90():
     )
     result = last_json(p)
     assert not result["failed"], result["failed"]
-    # the dependent collect launch waits for the bound launch and is launched as a dependent
-    assert result["waits"] == [
-        ["_split_bound_kernel", False, False],
-        ["_split_collect_kernel", True, True],
-    ], result["waits"]
+    # a split path's collect launch waits for the bound launch and is launched as its dependent
+    # where the config says so (the dispatch does for sm_90), and no other launch does either
+    waits = {tuple(w) for w in result["waits"]}
+    assert waits == {
+        (True, "_split_bound_kernel", False, False),
+        (True, "_split_collect_kernel", True, True),
+        (True, "_split_finish_kernel", False, False),
+        (False, "_split_bound_kernel", False, False),
+        (False, "_split_collect_kernel", False, False),
+    }, waits
     assert set(result["built"]) == {
         "_ragged_topk_kernel",
         "_split_bound_kernel",

@@ -99,9 +99,7 @@ def test_topk_streaming_path(device):
     assert_topk_matches(out, logits, lengths, k)
 
 
-@pytest.mark.parametrize(
-    "design", ["single", "streaming", "split", "split.apart", "split.listed", "coop"]
-)
+@pytest.mark.parametrize("design", ["single", "streaming", "split", "split.apart", "coop"])
 def test_topk_kth_largest_on_a_search_midpoint(device, design):
     # the searches stop once exactly k keys lie at or above the low end of their range; here
     # the k-th largest value (2.0, whose key 2**30 is the bisection's second midpoint) sits on
@@ -120,9 +118,6 @@ def test_topk_kth_largest_on_a_search_midpoint(device, design):
         "split": TopkConfig("split", 512, 4, 0, candidates=256, collect_warps=4),
         "split.apart": TopkConfig(
             "split", 512, 4, 0, candidates=256, collect_warps=4, finish_warps=2
-        ),
-        "split.listed": TopkConfig(
-            "split", 512, 4, 0, candidates=256, collect_warps=4, keys_listed=True
         ),
         "coop": TopkConfig("coop", 512, 4, 1024, candidates=256),
     }[design]
@@ -154,9 +149,7 @@ def _rows_tied_at_the_threshold(gen, width, ties_per_row):
     return logits
 
 
-@pytest.mark.parametrize(
-    "design", ["split", "split.apart", "split.listed", "split.apart.listed", "coop"]
-)
+@pytest.mark.parametrize("design", ["split", "split.apart", "coop"])
 def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, design):
     # a row whose candidates fit the list is finished from it; one that overflows it but fits
     # its reserve (as many slots again) from the list, streamed; one past the reserve by
@@ -171,15 +164,9 @@ def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, desig
     if design == "coop":
         cfg = TopkConfig("coop", chunk, 4, 1024, candidates=candidates)
     else:
+        apart = 2 if design == "split.apart" else 0
         cfg = TopkConfig(
-            "split",
-            chunk,
-            4,
-            0,
-            candidates=candidates,
-            collect_warps=4,
-            finish_warps=2 if "apart" in design else 0,
-            keys_listed=design.endswith("listed"),
+            "split", chunk, 4, 0, candidates=candidates, collect_warps=4, finish_warps=apart
         )
     launches = ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config=cfg)
     for launch in launches:
@@ -379,6 +366,22 @@ def test_topk_bound_slack_only_where_the_list_has_room():
                 assert designs["bound.exact"] == dataclasses.replace(cfg, bound_slack=0)
             else:
                 assert "bound.exact" not in designs
+
+
+def test_topk_split_collect_depends_on_the_bound_launch_from_sm90():
+    # Hopper on: the split path's collect launch is a programmatic dependent launch (a GPU
+    # without griddepcontrol gets ordinary launches); unknown GPUs (planning stand-ins, CPU
+    # tensors) are taken as sm_90-class; the coop path has one launch; the ordinary launches
+    # stay a timed design beside the dependent ones
+    for width, rows in ((32768, 64), (8192, 256), (131072, 64), (32768, 4096), (16384, 1)):
+        for arch, dependent in ((None, True), (80, False), (89, False), (90, True), (120, True)):
+            cfg = topk_launch_config(width, 512, rows, arch)
+            assert cfg.dependent_launch == (dependent and cfg.path == "split"), (width, rows, arch)
+        designs = topk_tuning_configs(width, 512, rows)
+        after = designs.pop("launch.after", None)
+        if designs["dispatched"].path == "split":
+            assert after == dataclasses.replace(designs["dispatched"], dependent_launch=False)
+        assert all(c.dependent_launch for c in designs.values() if c.path == "split"), width
 
 
 def test_topk_rows_choose_where_split_rows_finish():

@@ -87,12 +87,13 @@ def launch_for(
     if family == "topk":
         width, stride, rows, index = point  # index: which of the top-k's launches
         k = cfg.block_topk
-        return kernels.ragged_topk_launches(
-            TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
-            _i32(rows, misalign=4),
-            k,
-            _i32(rows, k, misalign=4),
-        )[index]
+        with kernels.assume_arch(arch):  # its launch choices depend on the GPU
+            return kernels.ragged_topk_launches(
+                TensorMeta((rows, width), torch.float32, stride=(stride, 1)),
+                _i32(rows, misalign=4),
+                k,
+                _i32(rows, k, misalign=4),
+            )[index]
     if family == "expand":
         (pos_name,) = point
         return kernels.expand_launch(
@@ -153,7 +154,7 @@ def _topk_points(cfg: DeploymentConfig, arch: int):
 
     def launches(width, stride, max_rows, detail):
         for rows in sorted({1, *(min(max_rows, t) for t in kernels.topk_row_thresholds(width, k))}):
-            c = kernels.topk_launch_config(width, k, rows)
+            c = kernels.topk_launch_config(width, k, rows, arch)
             if c in seen:
                 continue
             seen.add(c)
