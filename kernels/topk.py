@@ -246,10 +246,8 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
             configs[f"apart.w{warps}"] = cfg
     if dispatched.bound_slack:
         configs["bound.exact"] = replace(dispatched, bound_slack=0)
-    if dispatched.path == "split":
-        configs["launch.dependent" if not dispatched.dependent_launch else "launch.after"] = (
-            replace(dispatched, dependent_launch=not dispatched.dependent_launch)
-        )
+    if dispatched.path == "split":  # dispatched as on an sm_90-class GPU: dependent launches
+        configs["launch.after"] = replace(dispatched, dependent_launch=False)
     split = dispatched if dispatched.path == "split" else fused
     for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
         cfg = replace(split, collect_warps=warps)
