@@ -182,6 +182,10 @@ class TopkConfig:
     # (Hopper on): it starts while the bound launch runs and loads its chunk before it waits for
     # the bounds (the interpreter runs it as an ordinary launch)
     dependent_launch: bool = False
+    # split path, rows finished apart: the finish launch is a programmatic dependent launch of
+    # the collect launch (a timed design, "finish.dependent"): it starts while the collect
+    # launch runs and waits before it reads the lists
+    dependent_finish: bool = False
 
 
 def topk_launch_config(
@@ -219,8 +223,9 @@ def topk_row_thresholds(num_cols: int, k: int) -> tuple[int, ...]:
 def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkConfig]:
     """Every design the benchmarks time for one shape, by name: the dispatched config first,
     then the alternatives a tuning run weighs against it (one program per row where the width
-    allows it, where rows finish, the finishing warps, the collect launch's warps, the chunk,
-    the warps). The GPU tests run each of them, rerun and replayed."""
+    allows it, where rows finish, the finishing warps, the launches in order or as dependents,
+    the collect launch's warps, the chunk, the warps). The GPU tests run each of them, rerun
+    and replayed."""
     dispatched = topk_launch_config(num_cols, k, num_rows)
     configs = {"dispatched": dispatched}
     if dispatched.path == "single":
@@ -248,6 +253,8 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
         configs["bound.exact"] = replace(dispatched, bound_slack=0)
     if dispatched.path == "split":  # dispatched as on an sm_90-class GPU: dependent launches
         configs["launch.after"] = replace(dispatched, dependent_launch=False)
+        if dispatched.finish_warps:
+            configs["finish.dependent"] = replace(dispatched, dependent_finish=True)
     split = dispatched if dispatched.path == "split" else fused
     for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
         cfg = replace(split, collect_warps=warps)
@@ -828,8 +835,11 @@ def _split_collect_kernel(
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
     DEPENDENT: tl.constexpr,  # a programmatic dependent launch of the bound launch
+    RELEASE: tl.constexpr,  # the finish launch depends on this one programmatically
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
+    if RELEASE:  # it may start now: it reads nothing this launch writes before it waits
+        gdc_launch_dependents()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     nchunks = tl.num_programs(1)
@@ -889,12 +899,15 @@ def _split_finish_kernel(
     nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
+    DEPENDENT: tl.constexpr,  # a programmatic dependent launch of the collect launch
 ):
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
     row = tl.program_id(0)
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
     if n > k:
+        if DEPENDENT:  # the lists and counts are the collect launch's (the bounds before them)
+            gdc_wait()
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
         row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
@@ -1077,7 +1090,9 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
     grid = (rows, nchunks)
     finish_apart = cfg.finish_warps > 0
     dependent = cfg.dependent_launch and not interpreting()  # griddepcontrol is GPU code
+    finish_dependent = finish_apart and cfg.dependent_finish and not interpreting()
     collect_options = dict(launch_pdl=True) if dependent else {}
+    finish_options = dict(launch_pdl=True) if finish_dependent else {}
     launches = [
         KernelLaunch(
             _split_bound_kernel,
@@ -1100,6 +1115,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 CANDIDATES=cfg.candidates,
                 FINISH=not finish_apart,
                 DEPENDENT=dependent,
+                RELEASE=finish_dependent,
                 num_warps=cfg.collect_warps,
                 **collect_options,
             ),
@@ -1126,7 +1142,9 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 dict(
                     CHUNK=cfg.block,
                     CANDIDATES=cfg.candidates,
+                    DEPENDENT=finish_dependent,
                     num_warps=cfg.finish_warps,
+                    **finish_options,
                 ),
             )
         )

@@ -56,6 +56,7 @@ def test_every_topk_path_compiles_for_sm90():
             cases += [(rows, cols, k, cfg) for cfg in topk_tuning_configs(cols, k, rows).values()
                       if cfg.path == "coop"]
         cases.append((64, 32768, 512, topk_tuning_configs(32768, 512, 64)["launch.after"]))
+        cases.append((1024, 32768, 512, topk_tuning_configs(32768, 512, 1024)["finish.dependent"]))
         built, failed, waits = [], [], []
         with tc.active_driver(tc.parse_target("sm_90")):
             for rows, cols, k, cfg in cases:
@@ -67,8 +68,9 @@ def test_every_topk_path_compiles_for_sm90():
                         ptx = launch.warmup().asm["ptx"]
                         built.append(launch.kernel_name)
                         if cfg.path == "split":
-                            waits.append([cfg.dependent_launch, launch.kernel_name,
-                                          "griddepcontrol.wait" in ptx,
+                            waits.append([cfg.dependent_launch, cfg.dependent_finish,
+                                          launch.kernel_name, "griddepcontrol.wait" in ptx,
+                                          "griddepcontrol.launch_dependents" in ptx,
                                           launch.options.get("launch_pdl", False)])
                     except Exception as exc:
                         failed.append([rows, cols, k, cfg.path, launch.kernel_name,
@@ -79,15 +81,21 @@ def test_every_topk_path_compiles_for_sm90():
     )
     result = last_json(p)
     assert not result["failed"], result["failed"]
-    # a split path's collect launch waits for the bound launch and is launched as its dependent
-    # where the config says so (the dispatch does for sm_90), and no other launch does either
+    # (config's dependent collect, dependent finish; launch; it waits, it lets its dependent
+    # start, it is launched as a dependent): a split path's collect launch waits for the bound
+    # launch and is launched as its dependent where the config says so (the dispatch does for
+    # sm_90), its finish launch likewise for the collect launch where the design says so; a
+    # launch lets the next start early only where that one waits, and no other launch does
     waits = {tuple(w) for w in result["waits"]}
     assert waits == {
-        (True, "_split_bound_kernel", False, False),
-        (True, "_split_collect_kernel", True, True),
-        (True, "_split_finish_kernel", False, False),
-        (False, "_split_bound_kernel", False, False),
-        (False, "_split_collect_kernel", False, False),
+        (True, False, "_split_bound_kernel", False, True, False),
+        (True, False, "_split_collect_kernel", True, False, True),
+        (True, False, "_split_finish_kernel", False, False, False),
+        (False, False, "_split_bound_kernel", False, False, False),
+        (False, False, "_split_collect_kernel", False, False, False),
+        (True, True, "_split_bound_kernel", False, True, False),
+        (True, True, "_split_collect_kernel", True, True, True),
+        (True, True, "_split_finish_kernel", True, False, True),
     }, waits
     assert set(result["built"]) == {
         "_ragged_topk_kernel",

@@ -379,9 +379,17 @@ def test_topk_split_collect_depends_on_the_bound_launch_from_sm90():
             assert cfg.dependent_launch == (dependent and cfg.path == "split"), (width, rows, arch)
         designs = topk_tuning_configs(width, 512, rows)
         after = designs.pop("launch.after", None)
-        if designs["dispatched"].path == "split":
-            assert after == dataclasses.replace(designs["dispatched"], dependent_launch=False)
+        dispatched = designs["dispatched"]
+        if dispatched.path == "split":
+            assert after == dataclasses.replace(dispatched, dependent_launch=False)
         assert all(c.dependent_launch for c in designs.values() if c.path == "split"), width
+        # rows finished apart: a finish launch dependent on the collect launch is a timed
+        # design, never dispatched
+        finish = designs.pop("finish.dependent", None)
+        assert (finish is not None) == (dispatched.path == "split" and dispatched.finish_warps > 0)
+        if finish is not None:
+            assert finish == dataclasses.replace(dispatched, dependent_finish=True)
+        assert not any(c.dependent_finish for c in designs.values()), width
 
 
 def test_topk_rows_choose_where_split_rows_finish():

@@ -5,8 +5,11 @@ warps).
 For rows x 32K float32 logits (uniform, every row full length), k = 512, side by side in one
 run: every design of ``kernels.topk_tuning_configs`` (the dispatched config first). Each is
 timed in a CUDA graph (GPU time) and eagerly, and checked exact against torch.topk. Prints a
-table and writes JSON. Usage:
-    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--skip c1024,...]
+table and writes JSON. ``--only`` keeps the dispatched config and the designs named (an A/B);
+``--rounds N`` times them N times in turn, so that a drift of the GPU's clock reaches each.
+Usage:
+    python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--cols 32768] [--k 512]
+        [--skip c1024,...] [--only finish.dependent,...] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ def main():
     parser.add_argument("--cols", type=int, default=32768)
     parser.add_argument("--k", type=int, default=512)
     parser.add_argument("--skip", default="", help="designs whose names start so, e.g. c1024,apart")
+    parser.add_argument(
+        "--only", default="", help="time the dispatched config and designs whose names start so"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="times each design is timed, in turn")
     args = parser.parse_args()
     cols, k = args.cols, args.k
     report = {"gpu": torch.cuda.get_device_name(), "cols": cols, "k": k, "cases": []}
@@ -43,10 +50,10 @@ def main():
         configs = [
             (name, cfg)
             for name, cfg in topk_tuning_configs(cols, k, rows).items()
-            if not args.skip or not any(name.startswith(skip) for skip in args.skip.split(","))
+            if _chosen(name, args.skip, args.only)
         ]
         torch_ms = graph_bench(lambda logits=logits: torch.topk(logits, k, dim=1))
-        for name, cfg in configs:
+        for round_no, (name, cfg) in ((r, c) for r in range(args.rounds) for c in configs):
             launches = ragged_topk_launches(logits, lengths, k, out, config=cfg)
 
             def run(launches=launches):
@@ -60,6 +67,7 @@ def main():
             case = {
                 "rows": rows,
                 "name": name,
+                "round": round_no,
                 "launches": len(launches),
                 "graph_ms": graph_ms,
                 "eager_ms": eager_ms,
@@ -80,6 +88,15 @@ def main():
         del logits, out, want
         torch.cuda.empty_cache()
     save(report, args.json)
+
+
+def _chosen(name: str, skip: str, only: str) -> bool:
+    def named(names: str) -> bool:
+        return any(name.startswith(n) for n in names.split(",") if n)
+
+    if named(skip):
+        return False
+    return not only or name == "dispatched" or named(only)
 
 
 if __name__ == "__main__":

@@ -269,8 +269,11 @@ def build_qsa_plan(
                         lists = f".n{o['CANDIDATES']}" if "CANDIDATES" in o else ""
                         # rows finished apart by a third launch
                         scan_only = ".scan" if o.get("FINISH") is False else ""
+                        # a programmatic dependent launch of the launch before it (Hopper on)
+                        pdl = ".pdl" if o.get("launch_pdl") else ""
                         spec_id = (
-                            f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}"
+                            f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}"
+                            f"{scan_only}{pdl}"
                         )
                     elif launch.kernel_name == "_coop_topk_kernel":
                         spec_id = f"topk.coop.c{o['CHUNK']}.n{o['CANDIDATES']}.w{o['num_warps']}"
