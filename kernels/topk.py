@@ -117,6 +117,14 @@ SPLIT_APART_WARPS = 4
 # per 512 listed candidates for lists over 4096 (16 warps for 4096 candidates lost: 64 x 128K,
 # k = 2048, 92 vs 130 us; 16 x 64K 33 vs 39; at k = 512, 64 x 32K, 4 warps 36.4 vs 34.9;
 # 8192-candidate lists, k > 2730, not measured).
+# The collect programs of rows finished apart read the row's bound before they load their chunk
+# (TopkConfig.collect_preload off), holding nothing of it across those reads: 96 registers a
+# 2-warp program against 162 when it loads first (ptxas, sm_90a;
+# test_split_scan_holds_its_registers_for_sm90). H100, CUDA graphs, uniform logits, k = 512
+# unless said, dependent launches both (benchmarks/kernel_work/collect_late/): 4096 x 32K 584
+# vs 654 us, 1024 x 32K 170 vs 184, 256 x 32K 56.2 vs 57.9, 4096 x 8K 265 vs 282, 1024 x 8K
+# 79.9 vs 82.5, 256 x 8K 32.3 vs 32.0, 256 x 128K (k = 2048) 181 vs 194, 64 x 128K (k = 2048)
+# 64.3 vs 64.7. Rows finished by their last collect program load first (64 x 32K 27.8 vs 28.5).
 SPLIT_APART_COLLECT_WARPS = 2
 # Lists of this many candidates or more (k >= 1366) are finished apart at every row count, by
 # one warp per 512 candidates, the collect launch keeping the two-launch path's chunk and warps:
@@ -182,10 +190,10 @@ class TopkConfig:
     # (Hopper on): it starts while the bound launch runs and loads its chunk before it waits for
     # the bounds (the interpreter runs it as an ordinary launch)
     dependent_launch: bool = False
-    # split path, rows finished apart: the finish launch is a programmatic dependent launch of
-    # the collect launch (a timed design, "finish.dependent"): it starts while the collect
-    # launch runs and waits before it reads the lists
-    dependent_finish: bool = False
+    # split path: each collect program loads its chunk before it reads the row's bound (the
+    # load then overlaps the wait for the bound launch) instead of after, holding the chunk's
+    # keys and columns across those reads (see SPLIT_LATE_LOAD_APART)
+    collect_preload: bool = True
 
 
 def topk_launch_config(
@@ -246,16 +254,17 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
     if fused != dispatched:
         configs["fused"] = fused
     for warps in (2, 4, 8):
-        cfg = replace(fused, finish_warps=warps, collect_warps=fused.num_warps)
+        cfg = _finished_apart(fused, warps, collect_warps=fused.num_warps)
         if cfg != dispatched:
             configs[f"apart.w{warps}"] = cfg
     if dispatched.bound_slack:
         configs["bound.exact"] = replace(dispatched, bound_slack=0)
     if dispatched.path == "split":  # dispatched as on an sm_90-class GPU: dependent launches
         configs["launch.after"] = replace(dispatched, dependent_launch=False)
-        if dispatched.finish_warps:
-            configs["finish.dependent"] = replace(dispatched, dependent_finish=True)
     split = dispatched if dispatched.path == "split" else fused
+    # where the collect programs load their chunk: before the row's bound or after it
+    late = "collect.late" if split.collect_preload else "collect.preload"
+    configs[late] = replace(split, collect_preload=not split.collect_preload)
     for warps in (2, 4, 16):  # the collect launch's warps (it holds the row's list when fused)
         cfg = replace(split, collect_warps=warps)
         if cfg != split:
@@ -312,7 +321,7 @@ def _coop_config(k: int, chunk: int) -> TopkConfig:
 def _split_config(k: int, many_rows: bool) -> TopkConfig:
     if many_rows:  # the collect launch only scans; the finishing block sizes its own warps
         candidates = _split_candidates(k)
-        return TopkConfig(
+        scan = TopkConfig(
             "split",
             SPLIT_APART_CHUNK,
             SPLIT_APART_WARPS,
@@ -320,13 +329,20 @@ def _split_config(k: int, many_rows: bool) -> TopkConfig:
             candidates=candidates,
             collect_warps=SPLIT_APART_COLLECT_WARPS,
             group=_split_group(k),
-            finish_warps=max(SPLIT_FINISH_WARPS, candidates // 512),
             bound_slack=_bound_slack(k, candidates),
         )
+        return _finished_apart(scan, max(SPLIT_FINISH_WARPS, candidates // 512))
     fused = _fused_config(k)
     if fused.candidates >= SPLIT_APART_MIN_CANDIDATES:
-        return replace(fused, finish_warps=fused.candidates // 512)
+        return _finished_apart(fused, fused.candidates // 512)
     return fused
+
+
+def _finished_apart(cfg: TopkConfig, finish_warps: int, **changes) -> TopkConfig:
+    """``cfg`` with its rows finished by a third launch of ``finish_warps`` warps: its collect
+    programs only scan, reading the row's bound before they load their chunk (see
+    SPLIT_APART_COLLECT_WARPS)."""
+    return replace(cfg, finish_warps=finish_warps, collect_preload=False, **changes)
 
 
 def _fused_config(k: int) -> TopkConfig:
@@ -835,11 +851,9 @@ def _split_collect_kernel(
     CANDIDATES: tl.constexpr,
     FINISH: tl.constexpr,  # the row's last program finishes it (else _split_finish_kernel does)
     DEPENDENT: tl.constexpr,  # a programmatic dependent launch of the bound launch
-    RELEASE: tl.constexpr,  # the finish launch depends on this one programmatically
+    PRELOAD: tl.constexpr,  # load the chunk before the row's bound (see TopkConfig)
 ):
     tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
-    if RELEASE:  # it may start now: it reads nothing this launch writes before it waits
-        gdc_launch_dependents()
     row = tl.program_id(0)
     chunk = tl.program_id(1)
     nchunks = tl.num_programs(1)
@@ -851,11 +865,15 @@ def _split_collect_kernel(
     elif chunk * CHUNK < n:
         row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
         row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
-        cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
-        keys = _load_keys(row_ptr, cols, n)
+        if PRELOAD:
+            cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
+            keys = _load_keys(row_ptr, cols, n)
         if DEPENDENT:  # the bounds and the zeroed counts are the bound launch's
             gdc_wait()
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
+        if not PRELOAD:  # nothing of the chunk held across the bound's reads
+            cols = _chunk_as_rows(chunk * CHUNK, CHUNK)
+            keys = _load_keys(row_ptr, cols, n)
         _append_candidates(
             counts_ptr + row, row_cands_ptr, row_cands_ptr, cols, keys, n, bound, CANDIDATES, False
         )
@@ -899,15 +917,12 @@ def _split_finish_kernel(
     nchunks,
     CHUNK: tl.constexpr,
     CANDIDATES: tl.constexpr,
-    DEPENDENT: tl.constexpr,  # a programmatic dependent launch of the collect launch
 ):
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
     row = tl.program_id(0)
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
     if n > k:
-        if DEPENDENT:  # the lists and counts are the collect launch's (the bounds before them)
-            gdc_wait()
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
         num_cands = tl.load(counts_ptr + row)
         row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
@@ -1090,9 +1105,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
     grid = (rows, nchunks)
     finish_apart = cfg.finish_warps > 0
     dependent = cfg.dependent_launch and not interpreting()  # griddepcontrol is GPU code
-    finish_dependent = finish_apart and cfg.dependent_finish and not interpreting()
     collect_options = dict(launch_pdl=True) if dependent else {}
-    finish_options = dict(launch_pdl=True) if finish_dependent else {}
     launches = [
         KernelLaunch(
             _split_bound_kernel,
@@ -1115,7 +1128,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 CANDIDATES=cfg.candidates,
                 FINISH=not finish_apart,
                 DEPENDENT=dependent,
-                RELEASE=finish_dependent,
+                PRELOAD=cfg.collect_preload,
                 num_warps=cfg.collect_warps,
                 **collect_options,
             ),
@@ -1142,9 +1155,7 @@ def _split_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list
                 dict(
                     CHUNK=cfg.block,
                     CANDIDATES=cfg.candidates,
-                    DEPENDENT=finish_dependent,
                     num_warps=cfg.finish_warps,
-                    **finish_options,
                 ),
             )
         )

@@ -383,13 +383,6 @@ def test_topk_split_collect_depends_on_the_bound_launch_from_sm90():
         if dispatched.path == "split":
             assert after == dataclasses.replace(dispatched, dependent_launch=False)
         assert all(c.dependent_launch for c in designs.values() if c.path == "split"), width
-        # rows finished apart: a finish launch dependent on the collect launch is a timed
-        # design, never dispatched
-        finish = designs.pop("finish.dependent", None)
-        assert (finish is not None) == (dispatched.path == "split" and dispatched.finish_warps > 0)
-        if finish is not None:
-            assert finish == dataclasses.replace(dispatched, dependent_finish=True)
-        assert not any(c.dependent_finish for c in designs.values()), width
 
 
 def test_topk_rows_choose_where_split_rows_finish():
@@ -400,6 +393,22 @@ def test_topk_rows_choose_where_split_rows_finish():
     assert few.finish_warps == 0 and many.finish_warps > 0
     assert (few.candidates, few.group) == (many.candidates, many.group)
     assert (many.block, many.num_warps) == (SPLIT_APART_CHUNK, SPLIT_APART_WARPS)
+    # collect programs of rows finished by their last one load their chunk before the row's
+    # bound; those of rows finished apart (many rows, or a list too long to finish in the
+    # collect launch) after it; the other choice is a timed design either way
+    big_list = topk_launch_config(131072, 2048, 64)
+    assert big_list.finish_warps > 0
+    assert few.collect_preload and not many.collect_preload and not big_list.collect_preload
+    for rows, cols, k, cfg in (
+        (64, 32768, 512, few),
+        (256, 32768, 512, many),
+        (64, 131072, 2048, big_list),
+    ):
+        designs = topk_tuning_configs(cols, k, rows)
+        other = designs["collect.preload" if cfg.finish_warps else "collect.late"]
+        assert other == dataclasses.replace(cfg, collect_preload=not cfg.collect_preload)
+        apart = [c for name, c in designs.items() if name.startswith("apart.")]
+        assert apart and not any(c.collect_preload for c in apart), (rows, cols, k)
     assert topk_launch_config(4096, 512, 10 * SPLIT_FINISH_APART_MIN_ROWS) == topk_launch_config(
         4096, 512
     )
