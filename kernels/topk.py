@@ -192,7 +192,7 @@ class TopkConfig:
     dependent_launch: bool = False
     # split path: each collect program loads its chunk before it reads the row's bound (the
     # load then overlaps the wait for the bound launch) instead of after, holding the chunk's
-    # keys and columns across those reads (see SPLIT_LATE_LOAD_APART)
+    # keys and columns across those reads (see SPLIT_APART_COLLECT_WARPS)
     collect_preload: bool = True
 
 

@@ -192,7 +192,8 @@ def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, desig
 def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates, finish_warps):
     # the split path's kernels with small chunks: many programs per row, atomics across them,
     # ties at the threshold spread over chunks, k wider than a chunk, rows of length <= k;
-    # rows finished by the last collect program of each row, or by a third launch
+    # rows finished by the last collect program of each row (loading its chunk first), or by a
+    # third launch (the collect programs loading their chunk after the row's bound)
     gen = torch.Generator().manual_seed(chunk * 7 + k + candidates)
     lengths = _lengths_around(k, width, gen)
     logits = torch.randn(len(lengths), width, generator=gen)
@@ -212,6 +213,7 @@ def test_topk_split_path_small_chunks(device, chunk, width, k, ties, candidates,
             candidates=candidates,
             collect_warps=4,
             finish_warps=finish_warps,
+            collect_preload=not finish_warps,  # as dispatched: rows finished apart load late
         ),
     )
     assert len(launches) == (3 if finish_warps else 2)

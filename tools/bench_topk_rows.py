@@ -9,7 +9,7 @@ table and writes JSON. ``--only`` keeps the dispatched config and the designs na
 ``--rounds N`` times them N times in turn, so that a drift of the GPU's clock reaches each.
 Usage:
     python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--cols 32768] [--k 512]
-        [--skip c1024,...] [--only finish.dependent,...] [--rounds 1]
+        [--skip c1024,...] [--only collect.preload,...] [--rounds 1]
 """
 
 from __future__ import annotations
