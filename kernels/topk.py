@@ -120,7 +120,7 @@ SPLIT_APART_WARPS = 4
 # The collect programs of rows finished apart read the row's bound before they load their chunk
 # (TopkConfig.collect_preload off), holding nothing of it across those reads: 96 registers a
 # 2-warp program against 162 when it loads first (ptxas, sm_90a;
-# test_split_scan_holds_its_registers_for_sm90). H100, CUDA graphs, uniform logits, k = 512
+# test_topk_launches_hold_their_registers_for_sm90). H100, CUDA graphs, uniform logits, k = 512
 # unless said, dependent launches both (benchmarks/kernel_work/collect_late/): 4096 x 32K 584
 # vs 654 us, 1024 x 32K 170 vs 184, 256 x 32K 56.2 vs 57.9, 4096 x 8K 265 vs 282, 1024 x 8K
 # 79.9 vs 82.5, 256 x 8K 32.3 vs 32.0, 256 x 128K (k = 2048) 181 vs 194, 64 x 128K (k = 2048)
