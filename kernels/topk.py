@@ -97,7 +97,8 @@ SPLIT_FINISH_WARPS = 4
 BOUND_SLACK = 4
 # From this compute capability on (Hopper's griddepcontrol), the split path's collect launch is a
 # programmatic dependent launch of the bound launch (TopkConfig.dependent_launch): it starts
-# while the bound launch runs and loads its chunk before it waits for the bounds. H200, k = 512
+# while the bound launch runs and (where its programs finish rows) loads its chunk before it
+# waits for the bounds. H200, k = 512
 # unless said, CUDA graphs, relu-summed / normal logits, every result exact, against the same
 # launches in order (benchmarks/kernel_work/split_designs/): 64 x 32K 27.4 / 29.2 -> 26.7 /
 # 28.2 us, 256 x 8K 35.6 / 35.6 -> 33.3 / 33.2, 1024 x 32K 172.2 / 181.9 -> 169.5 / 179.9,
@@ -187,8 +188,8 @@ class TopkConfig:
     # bound_slack keys (group maxima) lie at or above it (0: exactly share); see _bound_slack
     bound_slack: int = 0
     # split path: the collect launch is a programmatic dependent launch of the bound launch
-    # (Hopper on): it starts while the bound launch runs and loads its chunk before it waits for
-    # the bounds (the interpreter runs it as an ordinary launch)
+    # (Hopper on): it starts while the bound launch runs and waits for the bounds, loading its
+    # chunk first where collect_preload (the interpreter runs it as an ordinary launch)
     dependent_launch: bool = False
     # split path: each collect program loads its chunk before it reads the row's bound (the
     # load then overlaps the wait for the bound launch) instead of after, holding the chunk's
