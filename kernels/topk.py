@@ -242,6 +242,9 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
             cfg = replace(dispatched, num_warps=warps)
             if cfg != dispatched:
                 configs[f"single.w{warps}"] = cfg
+    if dispatched.path == "single":  # one launch of a row's programs, where they all fit
+        for chunk in _narrow_coop_chunks(num_cols, num_rows):
+            configs[f"coop.c{chunk}"] = _coop_config(k, chunk)
     if dispatched.path not in ("split", "coop"):
         return configs
     if num_cols <= SPLIT_MIN_COLS:  # split for its row count: one program per row beside it
@@ -295,6 +298,17 @@ def _coop_parts(num_cols: int) -> list[tuple[int, int]]:
     programs within COOP_MAX_PARTS."""
     parts = [(chunk, cdiv(num_cols, chunk)) for chunk in COOP_CHUNKS]
     return [(chunk, n) for chunk, n in parts if n <= COOP_MAX_PARTS]
+
+
+def _narrow_coop_chunks(num_cols: int, num_rows: int) -> list[int]:
+    """The chunks (COOP_CHUNKS and 512) at which rows one program each would take are spread
+    over 2 to COOP_MAX_PARTS programs, at most COOP_MAX_PROGRAMS in all (timed designs)."""
+    chunks = [(c, cdiv(num_cols, c)) for c in (512, *COOP_CHUNKS)]
+    return [
+        c
+        for c, parts in chunks
+        if 2 <= parts <= COOP_MAX_PARTS and num_rows * parts <= COOP_MAX_PROGRAMS
+    ]
 
 
 def _coop_chunk(num_cols: int, num_rows: int) -> int:

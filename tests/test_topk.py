@@ -675,6 +675,25 @@ def test_topk_coop_dispatch_by_programs():
     assert coop_warps(2048) == {2048: 8, 4096: 8}  # a list of 4096 candidates
 
 
+def test_topk_narrow_rows_time_the_one_launch_split_where_it_fits():
+    # rows one program each would take are timed spread over 2 to COOP_MAX_PARTS programs of
+    # each chunk (512 too), in one launch, wherever the call's programs all fit
+    for width in (1000, 1024, 2048, 3000, 4096, 5000, 8192):
+        for rows in (1, 8, 9, 16, 17, 64, 65, 128):
+            designs = topk_tuning_configs(width, 512, rows)
+            parts = {c: -(-width // c) for c in (512, *COOP_CHUNKS)}
+            want = {
+                f"coop.c{c}"
+                for c, n in parts.items()
+                if 2 <= n <= COOP_MAX_PARTS and rows * n <= COOP_MAX_PROGRAMS
+            }
+            got = {name for name, cfg in designs.items() if cfg.path == "coop"}
+            assert got == want, (width, rows, got)
+            for name in got:
+                cfg = designs[name]
+                assert cfg.block == int(name[len("coop.c") :]) and cfg.candidates >= 512
+
+
 @pytest.mark.parametrize("k", [512, 2048])
 def test_topk_row_thresholds_name_every_change(k):
     # the planner reaches every variant by planning rows 1 and each threshold: between two
