@@ -788,6 +788,15 @@ def _split_five_ways(keys, valid, need, low, high, at_low):
 
 
 @triton.jit
+def _list_slots(row_cands_ptr, CANDIDATES: tl.constexpr):
+    """Every slot of a row's candidate list, unmasked (each slot is allocated; those past the
+    row's count hold stale values, masked by :func:`_finish_row`), read through L2 (written by
+    other programs): issued before the count is known, the load leaves the chain of
+    dependent reads the finish waits on."""
+    return tl.load(row_cands_ptr + tl.arange(0, CANDIDATES), cache_modifier=".cg")
+
+
+@triton.jit
 def _finish_row(
     row_ptr,
     row_cands_ptr,
@@ -797,20 +806,22 @@ def _finish_row(
     k,
     low,
     num_cands,
+    listed_cols,
+    listed_keys,
     CANDIDATES: tl.constexpr,
     KEYS_LISTED: tl.constexpr,
 ):
     """Write the row's k largest columns, given a key ``low`` <= its k-th largest key and the
     row's candidate list (every column with key >= low, up to the list's reserve: see
-    _LIST_RESERVE; a list past it is ignored and the whole row searched); with KEYS_LISTED the
-    candidates' keys are listed beside their columns, else they are read from the row."""
+    _LIST_RESERVE; a list past it is ignored and the whole row searched), its first CANDIDATES
+    slots already loaded (``listed_cols``, and ``listed_keys`` with KEYS_LISTED: the
+    candidates' keys listed beside their columns; else they are read from the row)."""
     slots = tl.arange(0, CANDIDATES)
     if num_cands <= CANDIDATES:  # every key >= the k-th largest is in the list
         in_list = slots < num_cands
-        # written by other programs of this launch: read through L2
-        cols = tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
+        cols = tl.where(in_list, listed_cols, 0)
         if KEYS_LISTED:
-            keys = tl.load(row_cand_keys_ptr + slots, mask=in_list, other=0, cache_modifier=".cg")
+            keys = tl.where(in_list, listed_keys, 0)
         else:
             keys = _load_keys(row_ptr, cols, n)
         # the k-th largest key t: count(key >= low) >= k > count(key >= high); done when
@@ -899,7 +910,9 @@ def _split_collect_kernel(
             tl.debug_barrier()
             arrived = tl.atomic_add(counts_ptr + tl.num_programs(0) + row, 1, sem="acq_rel")
             if arrived == tl.cdiv(n, CHUNK) - 1:
-                num_cands = tl.atomic_add(counts_ptr + row, 0, sem="acquire")
+                # the arrival acquired: the count and the list are read together
+                num_cands = tl.load(counts_ptr + row, cache_modifier=".cg")
+                listed = _list_slots(row_cands_ptr, CANDIDATES)
                 _finish_row(
                     row_ptr,
                     row_cands_ptr,
@@ -909,6 +922,8 @@ def _split_collect_kernel(
                     k,
                     bound,
                     num_cands,
+                    listed,
+                    listed,
                     CANDIDATES,
                     False,
                 )
@@ -936,11 +951,13 @@ def _split_finish_kernel(
     """One program per row: the collect launch's finishing step, for rows longer than k (the
     collect launch wrote the others), after every collect program has run."""
     row = tl.program_id(0)
+    # the length, the count and the list do not depend on one another: read them together
     n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
+    num_cands = tl.load(counts_ptr + row)
+    row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
+    listed = _list_slots(row_cands_ptr, CANDIDATES)
     if n > k:
         bound = _row_bound(bounds_ptr, row, n, k, nchunks, CHUNK)
-        num_cands = tl.load(counts_ptr + row)
-        row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
         _finish_row(
             logits_ptr + row.to(tl.int64) * stride_logits_row,
             row_cands_ptr,
@@ -950,6 +967,8 @@ def _split_finish_kernel(
             k,
             bound,
             num_cands,
+            listed,
+            listed,
             CANDIDATES,
             False,
         )
@@ -1074,7 +1093,12 @@ def _coop_topk_kernel(
             # as in _split_collect_kernel: release, arrive; the last to arrive finishes the row
             tl.debug_barrier()
             if tl.atomic_add(state + 3, 1, sem="acq_rel") == parts - 1:
+                # the list's slots up to the count only: reading the count and every slot
+                # together (as the split path does) lost 0.1-0.5 us here (benchmarks/
+                # kernel_work/finish_reads/)
                 num_cands = tl.atomic_add(state + 2, 0, sem="acquire")
+                slots = tl.arange(0, CANDIDATES)
+                in_list = slots < num_cands
                 _finish_row(
                     row_ptr,
                     row_cands_ptr,
@@ -1084,6 +1108,8 @@ def _coop_topk_kernel(
                     k,
                     bound,
                     num_cands,
+                    tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg"),
+                    tl.load(row_cand_keys_ptr + slots, mask=in_list, other=0, cache_modifier=".cg"),
                     CANDIDATES,
                     True,
                 )

@@ -211,9 +211,12 @@ def test_topk_launches_hold_their_registers_for_sm90():
     # scan-only collect from 96 to 162 registers and 4096 x 32K from 602 to 672 us (H100;
     # docs/benchmarks.md). Each dispatched top-k launch of these shapes, built for sm_90 and
     # run through ptxas -v (Triton's own), holds at most its budget (its registers when
-    # measured, plus 8) and spills nothing.
+    # measured, plus 8) and spills nothing. The finishing programs of the split path read
+    # every slot of the row's list with its count (benchmarks/kernel_work/finish_reads/): 98 ->
+    # 114 registers in the fused collect launch, 127 -> 177 in the finish of 4096-key lists,
+    # whose launches have one program a row (none waits for registers).
     budgets = {
-        (64, 32768, 512): {"_split_bound_kernel": 48, "_split_collect_kernel": 106},
+        (64, 32768, 512): {"_split_bound_kernel": 48, "_split_collect_kernel": 122},
         (4096, 32768, 512): {
             "_split_bound_kernel": 48,
             "_split_collect_kernel": 104,
@@ -227,7 +230,7 @@ def test_topk_launches_hold_their_registers_for_sm90():
         (64, 131072, 2048): {
             "_split_bound_kernel": 48,
             "_split_collect_kernel": 64,
-            "_split_finish_kernel": 135,
+            "_split_finish_kernel": 185,
         },
         (8, 32768, 512): {"_coop_topk_kernel": 175},
         (1, 2048, 512): {"_ragged_topk_kernel": 104},
