@@ -12,7 +12,8 @@ Wider rows take the ``split`` path (two or three launches, described above
 gather the few columns above the bound; the last of a row's programs then selects among those
 candidates, or, for calls of many rows, a third launch of one program per row does. The
 ``coop`` path takes the same steps in one launch, a row's programs meeting at a barrier
-(described above ``_coop_topk_kernel``), for calls of few such rows (``COOP_DISPATCHED``).
+(described above ``_coop_topk_kernel``), for calls of few such rows, or of few rows wider than
+``COOP_MIN_COLS`` (``COOP_DISPATCHED``).
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -158,11 +159,19 @@ SPLIT_MANY_ROWS_MIN_COLS = 4096
 # graphs captured on one stream replayed on two at once and calls on two streams interleaved;
 # eagerly, 8 x 32K 19.8 vs 23.7 us, 1 x 16K 17.1 vs 21.2, 8 x 64K 20.3 vs 23.5. With its
 # registers capped so that 64 x 32K's programs are all resident it still lost (35.1 vs 33.0).
+# Rows wider than COOP_MIN_COLS and up to SPLIT_MIN_COLS, which one program each would take,
+# take it too where the call's programs fit, at chunks from 512: H100, k = 512, CUDA graphs,
+# uniform logits, one program a row vs coop at the smallest chunk that fits
+# (benchmarks/kernel_work/coop_narrow/): 1 x 8K 19.6 vs 14.7 us (c512), 8 x 8K 21.0 vs 16.7
+# (c512), 16 x 8K 21.0 vs 17.0 (c1024), 32 x 8K 22.2 vs 19.6 (c2048), 64 x 8K 22.2 vs 20.4
+# (c4096). At 4096 columns it ties or loses (1 x 4K 15.7 vs 15.5, 8 x 4K 15.7 vs 16.2-16.7,
+# 32 x 4K 17.2 vs 17.4), at 2048 it loses (1 x 2K 10.9 vs 14.5).
 # Off, every call takes the split path (the planner then omits the coop variants).
 COOP_DISPATCHED = True
+COOP_MIN_COLS = 4096
 COOP_MAX_PROGRAMS = 128
 COOP_MAX_PARTS = 16
-COOP_CHUNKS = (1024, 2048, 4096)  # the smallest whose programs fit is used
+COOP_CHUNKS = (512, 1024, 2048, 4096)  # the smallest whose programs fit is used
 _COOP_STATE_INTS = 4  # per row: bound (atomic min), bounds arrived, candidates, rows collected
 _CANDIDATE_LISTS = 2  # a row's list slots, in lists of CANDIDATES: the list and its reserve
 
@@ -206,7 +215,8 @@ def topk_launch_config(
     ``SPLIT_FINISH_APART_MIN_ROWS`` rows) are spread over many programs, with a candidate list
     sized from k (about 1.2 k candidates gather for well-mixed rows, so the list holds 1.5 k, at
     least ``SPLIT_CANDIDATES``): in one launch (``coop``, once ``COOP_DISPATCHED``) while the
-    call has at most ``COOP_MAX_PROGRAMS`` programs of at most ``COOP_MAX_PARTS`` a row, else
+    call has at most ``COOP_MAX_PROGRAMS`` programs of at most ``COOP_MAX_PARTS`` a row (also
+    for rows from ``COOP_MIN_COLS`` wide, which would otherwise take one program each), else
     in two launches
     (``split``: a fixed chunk whatever the width), or three from ``SPLIT_FINISH_APART_MIN_ROWS``
     rows on, where rows of up to ``SPLIT_MIN_COLS`` are split too, and for lists of
@@ -224,7 +234,7 @@ def topk_row_thresholds(num_cols: int, k: int) -> tuple[int, ...]:
     """Every row count at which :func:`topk_launch_config`'s choice for this width and k can
     change (the planner's row classes: rows 1 and each of these reach every variant)."""
     rows = {SPLIT_FINISH_APART_MIN_ROWS}
-    if COOP_DISPATCHED and num_cols > SPLIT_MIN_COLS:
+    if COOP_DISPATCHED and num_cols > COOP_MIN_COLS:
         rows.update(COOP_MAX_PROGRAMS // parts + 1 for _, parts in _coop_parts(num_cols))
     return tuple(sorted(rows))
 
@@ -284,7 +294,7 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
 @functools.lru_cache(maxsize=1024)  # pure and called on every launch: keep it off the host path
 def _launch_config(num_cols: int, k: int, num_rows: int, dependent: bool) -> TopkConfig:
     many_rows = num_rows >= SPLIT_FINISH_APART_MIN_ROWS
-    if COOP_DISPATCHED and num_cols > SPLIT_MIN_COLS:
+    if COOP_DISPATCHED and num_cols > COOP_MIN_COLS:
         chunk = _coop_chunk(num_cols, num_rows)
         if chunk:
             return _coop_config(k, chunk)
@@ -301,9 +311,9 @@ def _coop_parts(num_cols: int) -> list[tuple[int, int]]:
 
 
 def _narrow_coop_chunks(num_cols: int, num_rows: int) -> list[int]:
-    """The chunks (COOP_CHUNKS and 512) at which rows one program each would take are spread
-    over 2 to COOP_MAX_PARTS programs, at most COOP_MAX_PROGRAMS in all (timed designs)."""
-    chunks = [(c, cdiv(num_cols, c)) for c in (512, *COOP_CHUNKS)]
+    """The chunks at which rows one program each takes would be spread over 2 to
+    COOP_MAX_PARTS programs, at most COOP_MAX_PROGRAMS in all (timed designs)."""
+    chunks = [(c, cdiv(num_cols, c)) for c in COOP_CHUNKS]
     return [
         c
         for c, parts in chunks

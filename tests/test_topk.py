@@ -22,6 +22,7 @@ from kernels.topk import (
     BOUND_SLACK,
     COOP_CHUNKS,
     COOP_DISPATCHED,
+    COOP_MIN_COLS,
     SPLIT_APART_CHUNK,
     SPLIT_APART_MIN_CANDIDATES,
     SPLIT_APART_WARPS,
@@ -454,7 +455,10 @@ def test_topk_many_rows_split_rows_one_program_would_take():
     assert many.path == "split" and many.finish_warps > 0
     assert topk_launch_config(SPLIT_MANY_ROWS_MIN_COLS + 1, 512, 10**6).path == "split"
     assert topk_launch_config(SPLIT_MANY_ROWS_MIN_COLS, 512, 10**6).path == "single"
-    assert topk_row_thresholds(SPLIT_MIN_COLS, 512) == (SPLIT_FINISH_APART_MIN_ROWS,)
+    assert topk_row_thresholds(SPLIT_MANY_ROWS_MIN_COLS, 512) == (SPLIT_FINISH_APART_MIN_ROWS,)
+    # up to 8 rows of SPLIT_MIN_COLS fit coop's programs at its smallest chunk, 64 at its largest
+    coop_rows = (9, 17, 33, 65) if COOP_DISPATCHED else ()
+    assert topk_row_thresholds(SPLIT_MIN_COLS, 512) == (*coop_rows, SPLIT_FINISH_APART_MIN_ROWS)
 
 
 @pytest.mark.parametrize("width", [SPLIT_MANY_ROWS_MIN_COLS + 1, 6000, SPLIT_MIN_COLS])
@@ -553,7 +557,11 @@ def test_topk_single_path_small_config(device):
 
 
 def test_topk_split_limit_is_the_path_threshold(device):
-    assert topk_launch_config(SPLIT_MIN_COLS, 512).path == "single"
+    assert topk_launch_config(COOP_MIN_COLS, 512).path == "single"
+    assert topk_launch_config(COOP_MIN_COLS + 1, 512).path == _WIDE_FEW_ROWS.replace(
+        "split", "single"
+    )
+    assert topk_launch_config(SPLIT_MIN_COLS, 512, COOP_MAX_PROGRAMS).path == "single"
     assert topk_launch_config(SPLIT_MIN_COLS + 1, 512).path == _WIDE_FEW_ROWS
     assert topk_launch_config(SPLIT_MIN_COLS + 1, 512, COOP_MAX_PROGRAMS).path == "split"
     assert topk_launch_config(SINGLE_PASS_MAX_COLS + 1, 512).path == _WIDE_FEW_ROWS
@@ -652,7 +660,19 @@ def test_topk_coop_path(device, chunk, width, k, ties, candidates, group):
 def test_topk_coop_dispatch_by_programs():
     # one launch while the call has at most COOP_MAX_PROGRAMS programs of at most
     # COOP_MAX_PARTS a row, at the smallest chunk that fits (once dispatched); two beyond
-    for width in (SPLIT_MIN_COLS + 1, 16384, 16385, 32768, 40000, 65536, 65537, 131072):
+    for width in (
+        COOP_MIN_COLS + 1,
+        6000,
+        SPLIT_MIN_COLS,
+        SPLIT_MIN_COLS + 1,
+        16384,
+        16385,
+        32768,
+        40000,
+        65536,
+        65537,
+        131072,
+    ):
         for rows in (1, 2, 7, 8, 9, 16, 17, 64, 128):
             fits = [
                 c
@@ -663,9 +683,10 @@ def test_topk_coop_dispatch_by_programs():
             cfg = topk_launch_config(width, 512, rows)
             if fits and COOP_DISPATCHED:
                 assert (cfg.path, cfg.block) == ("coop", fits[0]), (width, rows, cfg)
-            else:
-                assert cfg.path == "split", (width, rows, cfg)
-    assert topk_launch_config(SPLIT_MIN_COLS, 512, 1).path == "single"
+            else:  # rows one program each would take, else the split
+                want = "split" if width > SPLIT_MIN_COLS else "single"
+                assert cfg.path == want, (width, rows, cfg)
+    assert topk_launch_config(COOP_MIN_COLS, 512, 1).path == "single"
 
     def coop_warps(k):  # benchmarks and GPU tests time it, dispatched or not
         configs = topk_tuning_configs(32768, k, 8).values()
@@ -676,12 +697,13 @@ def test_topk_coop_dispatch_by_programs():
 
 
 def test_topk_narrow_rows_time_the_one_launch_split_where_it_fits():
-    # rows one program each would take are timed spread over 2 to COOP_MAX_PARTS programs of
-    # each chunk (512 too), in one launch, wherever the call's programs all fit
-    for width in (1000, 1024, 2048, 3000, 4096, 5000, 8192):
+    # rows one program each takes are timed spread over 2 to COOP_MAX_PARTS programs of each
+    # chunk, in one launch, wherever the call's programs all fit
+    for width in (1000, 1024, 2048, 3000, COOP_MIN_COLS):
         for rows in (1, 8, 9, 16, 17, 64, 65, 128):
             designs = topk_tuning_configs(width, 512, rows)
-            parts = {c: -(-width // c) for c in (512, *COOP_CHUNKS)}
+            assert designs["dispatched"].path == "single"
+            parts = {c: -(-width // c) for c in COOP_CHUNKS}
             want = {
                 f"coop.c{c}"
                 for c, n in parts.items()
