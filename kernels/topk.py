@@ -1103,9 +1103,9 @@ def _coop_topk_kernel(
             # as in _split_collect_kernel: release, arrive; the last to arrive finishes the row
             tl.debug_barrier()
             if tl.atomic_add(state + 3, 1, sem="acq_rel") == parts - 1:
-                # the list's slots up to the count only: reading the count and every slot
-                # together (as the split path does) lost 0.1-0.5 us here (benchmarks/
-                # kernel_work/finish_reads/)
+                # the count, then the list's slots below it: reading every slot with the
+                # count (as the split path does) lost 0.1-0.5 us here
+                # (benchmarks/kernel_work/finish_reads/)
                 num_cands = tl.atomic_add(state + 2, 0, sem="acquire")
                 slots = tl.arange(0, CANDIDATES)
                 in_list = slots < num_cands
