@@ -310,21 +310,23 @@ def _coop_parts(num_cols: int) -> list[tuple[int, int]]:
     return [(chunk, n) for chunk, n in parts if n <= COOP_MAX_PARTS]
 
 
-def _narrow_coop_chunks(num_cols: int, num_rows: int) -> list[int]:
-    """The chunks at which rows one program each takes would be spread over 2 to
-    COOP_MAX_PARTS programs, at most COOP_MAX_PROGRAMS in all (timed designs)."""
-    chunks = [(c, cdiv(num_cols, c)) for c in COOP_CHUNKS]
+def _coop_fits(num_cols: int, num_rows: int) -> list[tuple[int, int]]:
+    """(chunk, programs a row) of :func:`_coop_parts` whose call's programs all fit
+    (at most COOP_MAX_PROGRAMS)."""
     return [
-        c
-        for c, parts in chunks
-        if 2 <= parts <= COOP_MAX_PARTS and num_rows * parts <= COOP_MAX_PROGRAMS
+        (c, parts) for c, parts in _coop_parts(num_cols) if num_rows * parts <= COOP_MAX_PROGRAMS
     ]
+
+
+def _narrow_coop_chunks(num_cols: int, num_rows: int) -> list[int]:
+    """The chunks at which rows one program each takes would be spread over 2 or more programs
+    that all fit (timed designs)."""
+    return [c for c, parts in _coop_fits(num_cols, num_rows) if parts >= 2]
 
 
 def _coop_chunk(num_cols: int, num_rows: int) -> int:
     """The smallest of COOP_CHUNKS whose programs fit (0: none does)."""
-    fits = (c for c, parts in _coop_parts(num_cols) if num_rows * parts <= COOP_MAX_PROGRAMS)
-    return next(fits, 0)
+    return next((c for c, _ in _coop_fits(num_cols, num_rows)), 0)
 
 
 def _coop_config(k: int, chunk: int) -> TopkConfig:

@@ -558,9 +558,8 @@ def test_topk_single_path_small_config(device):
 
 def test_topk_split_limit_is_the_path_threshold(device):
     assert topk_launch_config(COOP_MIN_COLS, 512).path == "single"
-    assert topk_launch_config(COOP_MIN_COLS + 1, 512).path == _WIDE_FEW_ROWS.replace(
-        "split", "single"
-    )
+    narrow_few_rows = "coop" if COOP_DISPATCHED else "single"
+    assert topk_launch_config(COOP_MIN_COLS + 1, 512).path == narrow_few_rows
     assert topk_launch_config(SPLIT_MIN_COLS, 512, COOP_MAX_PROGRAMS).path == "single"
     assert topk_launch_config(SPLIT_MIN_COLS + 1, 512).path == _WIDE_FEW_ROWS
     assert topk_launch_config(SPLIT_MIN_COLS + 1, 512, COOP_MAX_PROGRAMS).path == "split"
