@@ -13,7 +13,8 @@ gather the few columns above the bound; the last of a row's programs then select
 candidates, or, for calls of many rows, a third launch of one program per row does. The
 ``coop`` path takes the same steps in one launch, a row's programs meeting at a barrier
 (described above ``_coop_topk_kernel``), for calls of few such rows, or of few rows wider than
-``COOP_MIN_COLS`` (``COOP_DISPATCHED``).
+``COOP_MIN_COLS`` (``COOP_DISPATCHED``). The ``listed`` path (a timed design, not dispatched;
+described above ``_listed_topk_kernel``) takes the split path's steps in one program per row.
 
 Specialization contract: ``num_cols``, ``k`` and the output row stride are runtime values
 (``do_not_specialize``); ``lengths`` and ``out`` may be unaligned views (e.g. a prefill chunk's
@@ -172,6 +173,13 @@ COOP_MIN_COLS = 4096
 COOP_MAX_PROGRAMS = 128
 COOP_MAX_PARTS = 16
 COOP_CHUNKS = (512, 1024, 2048, 4096)  # the smallest whose programs fit is used
+# One program a row can also take the split path's steps alone (``listed``, _listed_topk_kernel):
+# bound the k-th largest key over group maxima, list the columns at or above the bound, and
+# finish from the list, instead of bisecting all of the row's keys. A timed design where one
+# program a row or the split path takes rows of LISTED_MIN_COLS to SPLIT_MIN_COLS columns;
+# not dispatched until measured.
+LISTED_MIN_COLS = 2048
+LISTED_APPEND = 1024  # keys a pass lists: the row is read again (from L1) in blocks of these
 _COOP_STATE_INTS = 4  # per row: bound (atomic min), bounds arrived, candidates, rows collected
 _CANDIDATE_LISTS = 2  # a row's list slots, in lists of CANDIDATES: the list and its reserve
 
@@ -179,7 +187,8 @@ _CANDIDATE_LISTS = 2  # a row's list slots, in lists of CANDIDATES: the list and
 @dataclass(frozen=True)
 class TopkConfig:
     # "single", "streaming" (one program per row), "split" (a row over many programs, two or
-    # three launches) or "coop" (a row over many programs that meet within one launch)
+    # three launches), "coop" (a row over many programs that meet within one launch) or
+    # "listed" (one program per row, taking the split path's steps alone)
     path: str
     block: int
     num_warps: int
@@ -204,6 +213,8 @@ class TopkConfig:
     # load then overlaps the wait for the bound launch) instead of after, holding the chunk's
     # keys and columns across those reads (see SPLIT_APART_COLLECT_WARPS)
     collect_preload: bool = True
+    # listed path: keys listed a pass (the row is read again in blocks of this many)
+    append: int = 0
 
 
 def topk_launch_config(
@@ -255,6 +266,9 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
     if dispatched.path == "single":  # one launch of a row's programs, where they all fit
         for chunk in _narrow_coop_chunks(num_cols, num_rows):
             configs[f"coop.c{chunk}"] = _coop_config(k, chunk)
+    if LISTED_MIN_COLS <= num_cols <= SPLIT_MIN_COLS and num_cols > k:
+        for warps in (4, 8, 16):  # one program a row, the split path's steps alone
+            configs[f"listed.w{warps}"] = _listed_config(num_cols, k, warps)
     if dispatched.path not in ("split", "coop"):
         return configs
     if num_cols <= SPLIT_MIN_COLS:  # split for its row count: one program per row beside it
@@ -342,6 +356,26 @@ def _coop_config(k: int, chunk: int) -> TopkConfig:
         candidates=fused.candidates,
         group=fused.group,
         bound_slack=fused.bound_slack,
+    )
+
+
+def _listed_config(num_cols: int, k: int, num_warps: int) -> TopkConfig:
+    # the bound's search runs over SPLIT_GROUPS_PER_KEY group maxima per needed key where the
+    # row is wide enough (the largest group, up to SPLIT_MAX_GROUP, leaving that many), else
+    # over every key
+    block = max(_MIN_BLOCK, next_power_of_2(num_cols))
+    groups_wanted = SPLIT_GROUPS_PER_KEY * k
+    group = max(1, min(SPLIT_MAX_GROUP, next_power_of_2(block // groups_wanted + 1) // 2))
+    candidates = _split_candidates(k)
+    return TopkConfig(
+        "listed",
+        block,
+        num_warps,
+        _OUT_BLOCK,
+        candidates=candidates,
+        group=group,
+        bound_slack=_bound_slack(k, candidates),
+        append=min(LISTED_APPEND, block),
     )
 
 
@@ -1011,13 +1045,39 @@ def _append_candidates(
     """Append a chunk's columns whose key is >= ``bound`` to the row's candidate list (one
     atomic reserves the slots; slots past the list's reserve are counted, not written), with their
     keys beside them when KEYS_LISTED. ``cols`` and ``keys`` hold the chunk as rows of
-    consecutive keys (:func:`_chunk_as_rows`): a prefix sum along each short row and one over
-    the rows' counts place the passing columns. One prefix sum over the whole chunk was most of
-    the collect launch's instructions (a few percent of its keys pass; the launch is bound by
-    its instructions where rows are many: benchmarks/kernel_work/83d36f4/)."""
-    take = ((cols < n) & (keys >= bound.to(tl.int32))).to(tl.int32)
+    consecutive keys (:func:`_chunk_as_rows`)."""
+    take = _taken(cols, keys, n, bound)
     per_row = tl.sum(take, axis=1)
     first = tl.atomic_add(count_ptr, tl.sum(per_row, axis=0), sem="relaxed")
+    _list_taken(
+        row_cands_ptr, row_cand_keys_ptr, cols, keys, take, per_row, first, CANDIDATES, KEYS_LISTED
+    )
+
+
+@triton.jit
+def _taken(cols, keys, n, bound):
+    """1 where a column of the row has a key >= ``bound``, else 0."""
+    return ((cols < n) & (keys >= bound.to(tl.int32))).to(tl.int32)
+
+
+@triton.jit
+def _list_taken(
+    row_cands_ptr,
+    row_cand_keys_ptr,
+    cols,
+    keys,
+    take,
+    per_row,
+    first,
+    CANDIDATES: tl.constexpr,
+    KEYS_LISTED: tl.constexpr,
+):
+    """Write the columns taken (rows of consecutive keys; ``per_row``: how many a row takes),
+    with their keys when KEYS_LISTED, from slot ``first`` of the row's list on, up to its
+    reserve: a prefix sum along each short row and one over the rows' counts place them. One
+    prefix sum over the whole chunk was most of the collect launch's instructions (a few
+    percent of its keys pass; the launch is bound by its instructions where rows are many:
+    benchmarks/kernel_work/83d36f4/)."""
     before = tl.cumsum(per_row, axis=0) - per_row
     slot = first + before[:, None] + tl.cumsum(take, axis=1) - 1
     listed = (take != 0) & (slot < CANDIDATES * _LIST_RESERVE)
@@ -1129,6 +1189,93 @@ def _coop_topk_kernel(
                 tl.store(state + fields, tl.where(fields == 0, _KEY_MAX, 0))
 
 
+# -- listed path: one program per row, the split path's steps without meeting anyone -------
+# The program bounds its row's k-th largest key from below by the chunk bound's search over the
+# maxima of GROUP consecutive keys (the keys die once reduced), lists the columns at or above
+# the bound (keys beside them) in the row's candidate list, reading the row again (from L1) in
+# blocks of APPEND keys, and finishes the row from the list (a five-way search over ~1.2 k
+# listed keys) instead of bisecting all its keys. Holding a block of keys at a time, it keeps
+# two programs of 8192-key rows on a multiprocessor (108 registers at 8 warps, 64 at 16;
+# ptxas, sm_90a), where holding the row through the listing took 204 / 115.
+@triton.jit(
+    do_not_specialize=["stride_out_row", "num_cols", "k"],
+    do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"],
+)
+def _listed_topk_kernel(
+    logits_ptr,
+    lengths_ptr,
+    cands_ptr,
+    cand_keys_ptr,
+    out_ptr,
+    stride_logits_row,
+    stride_out_row,
+    num_cols,
+    k,
+    BLOCK: tl.constexpr,
+    GROUP: tl.constexpr,
+    SLACK: tl.constexpr,
+    CANDIDATES: tl.constexpr,
+    APPEND: tl.constexpr,
+):
+    tl.static_assert(CANDIDATES < 65536, "the five-way search counts in 16-bit fields")
+    row = tl.program_id(0)
+    n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row), 0), num_cols)
+    out_row_ptr = out_ptr + row.to(tl.int64) * stride_out_row
+    if n <= k:
+        _write_short_row(out_row_ptr, n, k, APPEND)
+    else:
+        row_ptr = logits_ptr + row.to(tl.int64) * stride_logits_row
+        bound = _row_bound_of_maxima(row_ptr, n, k, BLOCK, GROUP, SLACK).to(tl.int64)
+        row_cands_ptr = _row_list(cands_ptr, row, CANDIDATES)
+        row_cand_keys_ptr = _row_list(cand_keys_ptr, row, CANDIDATES)
+        num_cands = tl.full((), 0, tl.int32)
+        for start in range(0, n, APPEND):
+            cols = _chunk_as_rows(start, APPEND)
+            keys = _load_keys(row_ptr, cols, n)
+            take = _taken(cols, keys, n, bound)
+            per_row = tl.sum(take, axis=1)
+            first = num_cands
+            _list_taken(
+                row_cands_ptr, row_cand_keys_ptr, cols, keys, take, per_row, first, CANDIDATES, True
+            )
+            num_cands += tl.sum(per_row, axis=0)
+        tl.debug_barrier()  # the program's list writes, visible to all its threads
+        slots = tl.arange(0, CANDIDATES)
+        in_list = slots < num_cands
+        _finish_row(
+            row_ptr,
+            row_cands_ptr,
+            row_cand_keys_ptr,
+            out_row_ptr,
+            n,
+            k,
+            bound,
+            num_cands,
+            tl.load(row_cands_ptr + slots, mask=in_list, other=0),
+            tl.load(row_cand_keys_ptr + slots, mask=in_list, other=0),
+            CANDIDATES,
+            True,
+        )
+
+
+@triton.jit
+def _row_bound_of_maxima(
+    row_ptr, n, k, BLOCK: tl.constexpr, GROUP: tl.constexpr, SLACK: tl.constexpr
+):
+    """A key with at least k of the row's n (> k) keys at or above it, nearly the k-th largest:
+    searched over the maxima of GROUP consecutive keys where there are _GROUPS_PER_KEY of them
+    per needed key, else over every key (columns past the row hold the smallest key)."""
+    cols = tl.arange(0, BLOCK // GROUP)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    keys = tl.where(cols < n, _load_keys(row_ptr, cols, n), _KEY_MIN)
+    if k * _GROUPS_PER_KEY <= BLOCK // GROUP:
+        bound = _lower_bound_of(tl.max(keys, axis=1), k, _BOUND_STEPS, SLACK)
+    else:
+        bound = _lower_bound_of(
+            tl.reshape(keys, (BLOCK,), can_reorder=True), k, _BOUND_STEPS, SLACK
+        )
+    return bound
+
+
 class WorkspaceLayout(NamedTuple):
     """What one top-k call needs beside its arguments."""
 
@@ -1140,10 +1287,12 @@ _NO_WORKSPACE = WorkspaceLayout(())
 
 
 def workspace_sizes(num_rows: int, num_cols: int, cfg: TopkConfig) -> WorkspaceLayout:
-    """The workspace one top-k call needs (none off the split and coop paths)."""
+    """The workspace one top-k call needs (none on the one-program paths but ``listed``)."""
     listed = num_rows * cfg.candidates * _CANDIDATE_LISTS  # the list and its reserve
     if cfg.path == "coop":
         return WorkspaceLayout((listed,) * 2, num_rows)
+    if cfg.path == "listed":
+        return WorkspaceLayout((listed,) * 2)
     if cfg.path != "split":
         return _NO_WORKSPACE
     nchunks = cdiv(num_cols, cfg.block)
@@ -1233,6 +1382,29 @@ def _coop_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[
     ]
 
 
+def _listed_launches(logits, lengths, k, out, cfg: TopkConfig, workspace) -> list[KernelLaunch]:
+    rows, num_cols = logits.shape
+    cands, cand_keys = workspace
+    return [
+        KernelLaunch(
+            _listed_topk_kernel,
+            (rows,),
+            (logits, lengths, cands, cand_keys, out, logits.stride(0), out.stride(0), num_cols, k),
+            dict(
+                BLOCK=cfg.block,
+                GROUP=cfg.group,
+                SLACK=cfg.bound_slack,
+                CANDIDATES=cfg.candidates,
+                APPEND=cfg.append,
+                num_warps=cfg.num_warps,
+            ),
+        )
+    ]
+
+
+_WORKSPACE_LAUNCHES = {"split": _split_launches, "coop": _coop_launches, "listed": _listed_launches}
+
+
 def allocate_workspace(logits, layout: WorkspaceLayout) -> tuple:
     """The tensors of :func:`workspace_sizes`' layout on ``logits``' device: the coop row states
     (if any), then the int32 regions, one allocation, each 16-byte aligned (a stable
@@ -1320,12 +1492,10 @@ def checked_topk_launches(logits, lengths, k, out, config: TopkConfig | None = N
 def checked_topk_call(logits, lengths, k, out, config: TopkConfig | None = None):
     """(launches, workspace sizes, the workspace regions they use) of one checked top-k call."""
     cfg = config or topk_launch_config(logits.shape[1], k, logits.shape[0], device_arch(logits))
-    if cfg.path in ("split", "coop"):
+    if cfg.path in _WORKSPACE_LAUNCHES:
         layout = workspace_sizes(logits.shape[0], logits.shape[1], cfg)
         workspace = allocate_workspace(logits, layout)
-        launches = (_coop_launches if cfg.path == "coop" else _split_launches)(
-            logits, lengths, k, out, cfg, workspace
-        )
+        launches = _WORKSPACE_LAUNCHES[cfg.path](logits, lengths, k, out, cfg, workspace)
         return launches, layout, workspace
     return [_per_row_launch(logits, lengths, k, out, cfg)], _NO_WORKSPACE, ()
 
@@ -1352,7 +1522,7 @@ def ragged_topk_launch(logits, lengths, k, out, config: TopkConfig | None = None
     _check_topk(logits, lengths, k, out)
     rows, num_cols = logits.shape
     cfg = config or topk_launch_config(num_cols, k, rows)
-    if cfg.path in ("split", "coop"):
+    if cfg.path in _WORKSPACE_LAUNCHES:
         raise ValueError(f"the {cfg.path} path needs a workspace: use ragged_topk_launches")
     return _per_row_launch(logits, lengths, k, out, cfg)
 

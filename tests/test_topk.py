@@ -23,6 +23,7 @@ from kernels.topk import (
     COOP_CHUNKS,
     COOP_DISPATCHED,
     COOP_MIN_COLS,
+    LISTED_MIN_COLS,
     SPLIT_APART_CHUNK,
     SPLIT_APART_MIN_CANDIDATES,
     SPLIT_APART_WARPS,
@@ -100,7 +101,9 @@ def test_topk_streaming_path(device):
     assert_topk_matches(out, logits, lengths, k)
 
 
-@pytest.mark.parametrize("design", ["single", "streaming", "split", "split.apart", "coop"])
+@pytest.mark.parametrize(
+    "design", ["single", "streaming", "split", "split.apart", "coop", "listed"]
+)
 def test_topk_kth_largest_on_a_search_midpoint(device, design):
     # the searches stop once exactly k keys lie at or above the low end of their range; here
     # the k-th largest value (2.0, whose key 2**30 is the bisection's second midpoint) sits on
@@ -121,6 +124,7 @@ def test_topk_kth_largest_on_a_search_midpoint(device, design):
             "split", 512, 4, 0, candidates=256, collect_warps=4, finish_warps=2
         ),
         "coop": TopkConfig("coop", 512, 4, 1024, candidates=256),
+        "listed": TopkConfig("listed", 4096, 4, 1024, candidates=256, group=4, append=512),
     }[design]
     out = torch.full((3, k), INT_POISON, dtype=torch.int32, device=device)
     for launch in ragged_topk_launches(logits.to(device), lengths.to(device), k, out, config):
@@ -150,7 +154,7 @@ def _rows_tied_at_the_threshold(gen, width, ties_per_row):
     return logits
 
 
-@pytest.mark.parametrize("design", ["split", "split.apart", "coop"])
+@pytest.mark.parametrize("design", ["split", "split.apart", "coop", "listed"])
 def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, design):
     # a row whose candidates fit the list is finished from it; one that overflows it but fits
     # its reserve (as many slots again) from the list, streamed; one past the reserve by
@@ -164,6 +168,8 @@ def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, desig
     out = torch.full((len(ties_per_row), k), INT_POISON, dtype=torch.int32, device=device)
     if design == "coop":
         cfg = TopkConfig("coop", chunk, 4, 1024, candidates=candidates)
+    elif design == "listed":
+        cfg = TopkConfig("listed", width, 4, 1024, candidates=candidates, append=chunk)
     else:
         apart = 2 if design == "split.apart" else 0
         cfg = TopkConfig(
@@ -173,10 +179,11 @@ def test_topk_overflowing_lists_finish_from_the_reserve_or_the_row(device, desig
     for launch in launches:
         launch.run()
     assert_topk_matches(out, logits, lengths, k)
-    lists = (launches[0].args[3] if design == "coop" else launches[1].args[4]).cpu()
+    lists = {"coop": launches[0].args[3], "listed": launches[0].args[2]}.get(design)
+    lists = (launches[1].args[4] if lists is None else lists).cpu()
     reserve = 2 * candidates
     assert lists.numel() == len(ties_per_row) * reserve
-    if design != "coop":  # the split path leaves its counts: the rows took the three branches
+    if design.startswith("split"):  # it leaves its counts: the rows took the three branches
         counts = launches[0].args[2][: len(ties_per_row)].cpu().tolist()
         assert counts[0] <= candidates < counts[1] <= reserve < counts[2], counts
         assert counts[3] == reserve, counts
@@ -300,6 +307,10 @@ _SMALL_SPLIT = {
     ),
     "coop": TopkConfig("coop", 512, 4, 1024, candidates=256),
     "coop.slack": TopkConfig("coop", 512, 4, 1024, candidates=256, bound_slack=BOUND_SLACK),
+    "listed": TopkConfig("listed", 4096, 4, 1024, candidates=256, group=4, append=1024),
+    "listed.slack": TopkConfig(
+        "listed", 4096, 4, 1024, candidates=256, group=4, bound_slack=BOUND_SLACK, append=1024
+    ),
 }
 
 
@@ -584,7 +595,7 @@ def test_topk_device_mismatch_is_named():
         )
 
 
-@pytest.mark.parametrize("design", ["split", "split.apart", "coop"])
+@pytest.mark.parametrize("design", ["split", "split.apart", "coop", "listed"])
 def test_topk_launch_list_runs_again_exact(device, design):
     # a launch list built once and run again (as a CUDA graph replays it) over new values: its
     # workspace holds the last run's counters, and must not steer the next run
@@ -598,6 +609,7 @@ def test_topk_launch_list_runs_again_exact(device, design):
             split, block=512, candidates=256, finish_warps=4, collect_warps=split.num_warps
         ),
         "coop": dataclasses.replace(topk_launch_config(width * 4, k, 1), block=512, candidates=256),
+        "listed": topk_tuning_configs(width, k, rows)["listed.w4"],
     }[design]
     logits = torch.randn(rows, width, generator=gen).to(device)
     lengths = torch.tensor([width, 2500, 1024, 101, 100], dtype=torch.int32).to(device)
@@ -654,6 +666,66 @@ def test_topk_coop_path(device, chunk, width, k, ties, candidates, group):
             launch.run()
         assert_topk_matches(out, logits, lengths, k)
         assert _coop_states_restored(launches[0].args[2].cpu())
+
+
+@pytest.mark.parametrize(
+    "block,width,k,ties,group,append",
+    [
+        (1024, 700, 50, True, 1, 256),
+        (4096, 3000, 333, True, 1, 1024),  # too few group maxima for k: every key searched
+        (8192, 8192, 64, False, 8, 1024),  # the bound over group maxima
+        (8192, 5000, 300, False, 4, 2048),
+        (2048, 2048, 500, True, 1, 512),
+        (4096, 4096, 100, False, 4, 4096),  # the row listed in one pass
+        (8192, 8192, 1500, False, 8, 1024),  # fewer group maxima than 4 a key: every key
+    ],
+)
+@pytest.mark.parametrize("slack", [0, BOUND_SLACK])
+def test_topk_listed_path(device, block, width, k, ties, group, append, slack):
+    # one program a row: a bound over group maxima (or every key), the row listed in blocks,
+    # the finish from the list; short rows, ragged rows (maxima of columns past the row),
+    # ties at the threshold
+    gen = torch.Generator().manual_seed(block + width + k + group + slack)
+    lengths = _lengths_around(k, width, gen)
+    logits = torch.randn(len(lengths), width, generator=gen)
+    if ties:
+        logits = logits.round(decimals=1) - 0.3
+    if group > 1 and 4 * k > block // group:  # one large key a group: its maxima would mislead
+        logits[:, ::group] += 10.0
+    candidates = 1024 if 2 * k <= 1024 else 4096
+    cfg = TopkConfig(
+        "listed",
+        block,
+        4,
+        1024,
+        candidates=candidates,
+        group=group,
+        bound_slack=slack,
+        append=append,
+    )
+    out = torch.full((len(lengths), k), INT_POISON, dtype=torch.int32, device=device)
+    for launch in ragged_topk_launches(logits.to(device), lengths.to(device), k, out, cfg):
+        launch.run()
+    assert_topk_matches(out, logits, lengths, k)
+
+
+def test_topk_listed_designs_where_one_program_a_row_or_the_split_takes_them():
+    # timed beside one program a row (and the split path of many rows) from LISTED_MIN_COLS to
+    # SPLIT_MIN_COLS columns, at 4, 8 and 16 warps; never dispatched
+    for width in (1000, LISTED_MIN_COLS - 1, LISTED_MIN_COLS, 3000, 8192, SPLIT_MIN_COLS + 1):
+        for rows in (1, 64, 256, 4096):
+            for k in (512, 2048):
+                designs = topk_tuning_configs(width, k, rows)
+                listed = {name: cfg for name, cfg in designs.items() if cfg.path == "listed"}
+                wanted = LISTED_MIN_COLS <= width <= SPLIT_MIN_COLS and width > k
+                assert set(listed) == (
+                    {"listed.w4", "listed.w8", "listed.w16"} if wanted else set()
+                )
+                for cfg in listed.values():
+                    assert cfg.block >= width and cfg.candidates >= 1.5 * k
+                    # group maxima only where there are 4 of them per needed key
+                    assert cfg.group == 1 or cfg.block // cfg.group >= 4 * k
+                assert topk_launch_config(width, k, rows).path != "listed"
 
 
 def test_topk_coop_dispatch_by_programs():

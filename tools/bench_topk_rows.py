@@ -2,14 +2,15 @@
 split rows finish (``SPLIT_FINISH_APART_MIN_ROWS``, ``SPLIT_FINISH_WARPS``), the chunk and the
 warps).
 
-For rows x 32K float32 logits (uniform, every row full length), k = 512, side by side in one
-run: every design of ``kernels.topk_tuning_configs`` (the dispatched config first). Each is
-timed in a CUDA graph (GPU time) and eagerly, and checked exact against torch.topk. Prints a
-table and writes JSON. ``--only`` keeps the dispatched config and the designs named (an A/B);
+For rows x 32K float32 logits (uniform unless ``--logits`` names another kind of
+``tools/ab_topk.py``; every row full length), k = 512, side by side in one run: every design
+of ``kernels.topk_tuning_configs`` (the dispatched config first). Each is timed in a CUDA
+graph (GPU time) and eagerly, and checked exact against torch.topk. Prints a table and writes
+JSON. ``--only`` keeps the dispatched config and the designs named (an A/B);
 ``--rounds N`` times them N times in turn, so that a drift of the GPU's clock reaches each.
 Usage:
     python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--cols 32768] [--k 512]
-        [--skip c1024,...] [--only collect.preload,...] [--rounds 1]
+        [--skip c1024,...] [--only collect.preload,...] [--rounds 1] [--logits uniform]
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 
 sys.path.insert(0, ".")
 sys.path.insert(0, "tools")
+from ab_topk import LOGITS, make_logits  # noqa: E402
 from bench_kernels import bench, graph_bench, save  # noqa: E402
 
 from kernels import ragged_topk_launches, topk_tuning_configs  # noqa: E402
@@ -38,12 +40,19 @@ def main():
         "--only", default="", help="time the dispatched config and designs whose names start so"
     )
     parser.add_argument("--rounds", type=int, default=1, help="times each design is timed, in turn")
+    parser.add_argument("--logits", default="uniform", choices=LOGITS, help="their kind")
     args = parser.parse_args()
     cols, k = args.cols, args.k
-    report = {"gpu": torch.cuda.get_device_name(), "cols": cols, "k": k, "cases": []}
+    report = {
+        "gpu": torch.cuda.get_device_name(),
+        "cols": cols,
+        "k": k,
+        "logits": args.logits,
+        "cases": [],
+    }
     for rows in (int(r) for r in args.rows.split(",")):
         torch.manual_seed(rows)
-        logits = torch.rand(rows, cols, device="cuda")
+        logits = make_logits(args.logits, rows, cols, "cuda")
         lengths = torch.full((rows,), cols, dtype=torch.int32, device="cuda")
         out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
         want = torch.topk(logits, k, dim=1).values.sort(dim=1, descending=True).values
