@@ -40,8 +40,11 @@ LOGITS = ("uniform", "normal", "relu8", "ties")
 
 def main(argv=None) -> int:
     args = _parse(argv)
+    # before Triton is imported: the interpreter for --check, compiled kernels otherwise
     if args.check:
-        os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     with tempfile.TemporaryDirectory() as folder:
