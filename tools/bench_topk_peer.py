@@ -4,9 +4,10 @@ and masked ``torch.topk``, in one process, each timed in a CUDA graph (GPU-only;
 optional and never a dependency of the package or of CI: without it the tool says so and times
 the other two).
 
-Shapes: the kernel issue's table (rows x columns, k). Each result is checked exact (tie-aware:
-the selected values equal the row's k largest) before it is timed. Usage:
-    python tools/bench_topk_peer.py [--json FILE]
+Shapes: the kernel issue's table (rows x columns, k); normal logits unless ``--logits`` names
+another kind of ``tools/ab_topk.py`` (``relu8``: the indexer's kind). Each result is checked
+exact (tie-aware: the selected values equal the row's k largest) before it is timed. Usage:
+    python tools/bench_topk_peer.py [--json FILE] [--shapes ROWSxCOLSxK,...] [--logits normal]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 sys.path.insert(0, ".")
 sys.path.insert(0, "tools")
+from ab_topk import LOGITS, make_logits  # noqa: E402
 from bench_kernels import graph_bench, save  # noqa: E402
 
 from kernels import ragged_topk  # noqa: E402
@@ -71,9 +73,9 @@ def _exact(indices, logits, lengths, k) -> bool:
     return bool(torch.equal(got, want))
 
 
-def _case(peer, rows: int, cols: int, k: int) -> dict:
+def _case(peer, rows: int, cols: int, k: int, kind: str = "normal") -> dict:
     torch.manual_seed(rows + cols)
-    logits = torch.randn(rows, cols, device="cuda")
+    logits = make_logits(kind, rows, cols, "cuda")
     lengths = torch.full((rows,), cols, dtype=torch.int32, device="cuda")
     offsets = torch.zeros(rows, dtype=torch.int32, device="cuda")
     out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
@@ -112,6 +114,7 @@ def main():
         default=",".join(f"{r}x{c}x{k}" for r, c, k in SHAPES),
         help="ROWSxCOLSxK, comma-separated (default: the kernel issue's table)",
     )
+    parser.add_argument("--logits", default="normal", choices=LOGITS, help="their kind")
     args = parser.parse_args()
     try:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -122,9 +125,14 @@ def main():
             f"--shapes {args.shapes!r}: give ROWSxCOLSxK, comma-separated, e.g. 64x32768x512"
         )
     peer = _usable(_peer())
-    report = {"gpu": torch.cuda.get_device_name(), "flashinfer": peer is not None, "cases": []}
+    report = {
+        "gpu": torch.cuda.get_device_name(),
+        "flashinfer": peer is not None,
+        "logits": args.logits,
+        "cases": [],
+    }
     for rows, cols, k in shapes:
-        case = _case(peer, rows, cols, k)
+        case = _case(peer, rows, cols, k, args.logits)
         report["cases"].append(case)
         print(
             f"{rows:>5} x {cols:<6} k={k:<5} ragged_topk {case['ragged_topk_us']:7.1f} us "
