@@ -269,6 +269,9 @@ def topk_tuning_configs(num_cols: int, k: int, num_rows: int) -> dict[str, TopkC
     if LISTED_MIN_COLS <= num_cols <= SPLIT_MIN_COLS and num_cols > k:
         for warps in (4, 8, 16):  # one program a row, the split path's steps alone
             configs[f"listed.w{warps}"] = _listed_config(num_cols, k, warps)
+        for warps in (8, 16):  # listing the row in half the passes
+            cfg = _listed_config(num_cols, k, warps, append=2 * LISTED_APPEND)
+            configs[f"listed.w{warps}.a{cfg.append}"] = cfg
     if dispatched.path not in ("split", "coop"):
         return configs
     if num_cols <= SPLIT_MIN_COLS:  # split for its row count: one program per row beside it
@@ -359,7 +362,9 @@ def _coop_config(k: int, chunk: int) -> TopkConfig:
     )
 
 
-def _listed_config(num_cols: int, k: int, num_warps: int) -> TopkConfig:
+def _listed_config(
+    num_cols: int, k: int, num_warps: int, append: int = LISTED_APPEND
+) -> TopkConfig:
     # the bound's search runs over SPLIT_GROUPS_PER_KEY group maxima per needed key where the
     # row is wide enough (the largest group, up to SPLIT_MAX_GROUP, leaving that many), else
     # over every key
@@ -375,7 +380,7 @@ def _listed_config(num_cols: int, k: int, num_warps: int) -> TopkConfig:
         candidates=candidates,
         group=group,
         bound_slack=_bound_slack(k, candidates),
-        append=min(LISTED_APPEND, block),
+        append=min(append, block),
     )
 
 

@@ -1,4 +1,5 @@
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -23,6 +24,7 @@ from kernels.topk import (
     COOP_CHUNKS,
     COOP_DISPATCHED,
     COOP_MIN_COLS,
+    LISTED_APPEND,
     LISTED_MIN_COLS,
     SPLIT_APART_CHUNK,
     SPLIT_APART_MIN_CANDIDATES,
@@ -711,18 +713,20 @@ def test_topk_listed_path(device, block, width, k, ties, group, append, slack):
 
 def test_topk_listed_designs_where_one_program_a_row_or_the_split_takes_them():
     # timed beside one program a row (and the split path of many rows) from LISTED_MIN_COLS to
-    # SPLIT_MIN_COLS columns, at 4, 8 and 16 warps; never dispatched
+    # SPLIT_MIN_COLS columns, at 4, 8 and 16 warps, and listing twice the keys a pass at 8 and
+    # 16; never dispatched
     for width in (1000, LISTED_MIN_COLS - 1, LISTED_MIN_COLS, 3000, 8192, SPLIT_MIN_COLS + 1):
         for rows in (1, 64, 256, 4096):
             for k in (512, 2048):
                 designs = topk_tuning_configs(width, k, rows)
                 listed = {name: cfg for name, cfg in designs.items() if cfg.path == "listed"}
                 wanted = LISTED_MIN_COLS <= width <= SPLIT_MIN_COLS and width > k
-                assert set(listed) == (
-                    {"listed.w4", "listed.w8", "listed.w16"} if wanted else set()
-                )
-                for cfg in listed.values():
+                names = {"listed.w4", "listed.w8", "listed.w16", "listed.w8.a", "listed.w16.a"}
+                got = {re.sub(r"\.a\d+$", ".a", name) for name in listed}
+                assert got == (names if wanted else set()), (width, rows, k, sorted(listed))
+                for name, cfg in listed.items():
                     assert cfg.block >= width and cfg.candidates >= 1.5 * k
+                    assert name.endswith(f".a{cfg.append}") == (cfg.append > LISTED_APPEND)
                     # group maxima only where there are 4 of them per needed key
                     assert cfg.group == 1 or cfg.block // cfg.group >= 4 * k
                 assert topk_launch_config(width, k, rows).path != "listed"
