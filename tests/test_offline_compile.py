@@ -42,7 +42,8 @@ def test_every_topk_path_compiles_for_sm90():
     # runtime value did): each top-k path's launches, dispatched or not (the split path fused
     # and finished apart, over group maxima and over every key; coop at each chunk and at a
     # 4096-candidate list; the split path with and without its programmatic dependent collect
-    # launch; one program per row, in registers and streaming), built for sm_90
+    # launch; one program per row, in registers and streaming, and listing its candidates),
+    # built for sm_90, each named by the planner's spec id for its path
     p = python(
         """
         import json, torch
@@ -50,13 +51,17 @@ def test_every_topk_path_compiles_for_sm90():
                              topk_tuning_configs)
         M = TensorMeta
         from qsa_warmup import triton_compat as tc
+        from qsa_warmup.qsa.planning import _topk_spec_id
         cases = [(64, 32768, 512, None), (1024, 32768, 512, None), (1, 2048, 512, None),
                  (8, 65536, 4096, None), (4, 40000, 64, TopkConfig("streaming", 8192, 16, 1024))]
         for rows, cols, k in ((8, 16384, 512), (8, 65536, 2048)):
             cases += [(rows, cols, k, cfg) for cfg in topk_tuning_configs(cols, k, rows).values()
                       if cfg.path == "coop"]
         cases.append((64, 32768, 512, topk_tuning_configs(32768, 512, 64)["launch.after"]))
-        built, failed, waits = [], [], []
+        for rows, cols in ((256, 8192), (64, 2048)):
+            designs = topk_tuning_configs(cols, 512, rows).values()
+            cases += [(rows, cols, 512, cfg) for cfg in designs if cfg.path == "listed"]
+        built, failed, waits, ids = [], [], [], {}
         with tc.active_driver(tc.parse_target("sm_90")):
             for rows, cols, k, cfg in cases:
                 cfg = cfg or topk_launch_config(cols, k, rows)
@@ -66,6 +71,7 @@ def test_every_topk_path_compiles_for_sm90():
                     try:
                         ptx = launch.warmup().asm["ptx"]
                         built.append(launch.kernel_name)
+                        ids.setdefault(launch.kernel_name, []).append(_topk_spec_id(launch))
                         if cfg.path == "split":
                             waits.append([cfg.dependent_launch, launch.kernel_name,
                                           "griddepcontrol.wait" in ptx,
@@ -74,7 +80,7 @@ def test_every_topk_path_compiles_for_sm90():
                     except Exception as exc:
                         failed.append([rows, cols, k, cfg.path, launch.kernel_name,
                                        type(exc).__name__])
-        print(json.dumps({"built": built, "failed": failed, "waits": waits}))
+        print(json.dumps({"built": built, "failed": failed, "waits": waits, "ids": ids}))
     """,
         timeout=900,
     )
@@ -98,7 +104,19 @@ def test_every_topk_path_compiles_for_sm90():
         "_split_collect_kernel",
         "_split_finish_kernel",
         "_coop_topk_kernel",
+        "_listed_topk_kernel",
     }, result
+    paths = {name: {i.split(".")[1] for i in ids} for name, ids in result["ids"].items()}
+    assert paths == {
+        "_ragged_topk_kernel": {"single", "streaming"},
+        "_split_bound_kernel": {"split"},
+        "_split_collect_kernel": {"split"},
+        "_split_finish_kernel": {"split"},
+        "_coop_topk_kernel": {"coop"},
+        "_listed_topk_kernel": {"listed"},
+    }, paths
+    # the listed designs (3 warp counts, 2 list passes, 2 widths) are told apart by their ids
+    assert len(set(result["ids"]["_listed_topk_kernel"])) == 10
 
 
 def test_fast_loader_builds_what_triton_builds(tmp_path):

@@ -141,6 +141,24 @@ def _prefill_points(cfg: DeploymentConfig, arch: int):
         )
 
 
+def _topk_spec_id(launch) -> str:
+    """A top-k launch's spec id: its path and what its launch choices fix."""
+    o, name = launch.options, launch.kernel_name
+    if name.startswith("_split_"):
+        part = name.removeprefix("_split_").removesuffix("_kernel")
+        lists = f".n{o['CANDIDATES']}" if "CANDIDATES" in o else ""
+        scan_only = ".scan" if o.get("FINISH") is False else ""  # rows finished apart
+        # a programmatic dependent launch of the launch before it (Hopper on)
+        pdl = ".pdl" if o.get("launch_pdl") else ""
+        return f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}{scan_only}{pdl}"
+    if name == "_coop_topk_kernel":
+        return f"topk.coop.c{o['CHUNK']}.n{o['CANDIDATES']}.w{o['num_warps']}"
+    if name == "_listed_topk_kernel":
+        return f"topk.listed.b{o['BLOCK']}.a{o['APPEND']}.n{o['CANDIDATES']}.w{o['num_warps']}"
+    path = "single" if o["SINGLE"] else "streaming"
+    return f"topk.{path}.b{o['BLOCK']}.w{o['num_warps']}"
+
+
 def _topk_points(cfg: DeploymentConfig, arch: int):
     # Decode scores the full table width (row stride = width). Prefill scores widths in steps of
     # 64 up to it, with row strides that are multiples of 64 (kernels.prefill_logits_layout's
@@ -263,23 +281,7 @@ def build_qsa_plan(
                         "warmup needs compiled kernels"
                     )
                 if spec_id is None:  # top-k: named by the launch it makes
-                    o = launch.options
-                    if launch.kernel_name.startswith("_split_"):
-                        part = launch.kernel_name.removeprefix("_split_").removesuffix("_kernel")
-                        lists = f".n{o['CANDIDATES']}" if "CANDIDATES" in o else ""
-                        # rows finished apart by a third launch
-                        scan_only = ".scan" if o.get("FINISH") is False else ""
-                        # a programmatic dependent launch of the launch before it (Hopper on)
-                        pdl = ".pdl" if o.get("launch_pdl") else ""
-                        spec_id = (
-                            f"topk.split.{part}.c{o['CHUNK']}{lists}.w{o['num_warps']}"
-                            f"{scan_only}{pdl}"
-                        )
-                    elif launch.kernel_name == "_coop_topk_kernel":
-                        spec_id = f"topk.coop.c{o['CHUNK']}.n{o['CANDIDATES']}.w{o['num_warps']}"
-                    else:
-                        path = "single" if o["SINGLE"] else "streaming"
-                        spec_id = f"topk.{path}.b{o['BLOCK']}.w{o['num_warps']}"
+                    spec_id = _topk_spec_id(launch)
                 bound = tc.bind_launch(launch)
                 kernel, key = bound.kernel, bound.key
                 if (kernel, key) in seen:
