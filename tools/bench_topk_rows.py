@@ -7,10 +7,11 @@ For rows x 32K float32 logits (uniform unless ``--logits`` names another kind of
 of ``kernels.topk_tuning_configs`` (the dispatched config first). Each is timed in a CUDA
 graph (GPU time) and eagerly, and checked exact against torch.topk. Prints a table and writes
 JSON. ``--only`` keeps the dispatched config and the designs named (an A/B);
-``--rounds N`` times them N times in turn, so that a drift of the GPU's clock reaches each.
+``--rounds N`` times them N times in turn, so that a drift of the GPU's clock reaches each;
+``--phases`` also times each design's launches as prefixes (what limits a design: its phases).
 Usage:
     python tools/bench_topk_rows.py [--json FILE] [--rows 64,256,...] [--cols 32768] [--k 512]
-        [--skip c1024,...] [--only collect.preload,...] [--rounds 1] [--logits uniform]
+        [--skip c1024,...] [--only collect.preload,...] [--rounds 1] [--logits uniform] [--phases]
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ def main():
     )
     parser.add_argument("--rounds", type=int, default=1, help="times each design is timed, in turn")
     parser.add_argument("--logits", default="uniform", choices=LOGITS, help="their kind")
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="also time each design's launches as prefixes (the first, the first two, ...)",
+    )
     args = parser.parse_args()
     cols, k = args.cols, args.k
     report = {
@@ -85,6 +91,8 @@ def main():
                 "exact": bool(torch.equal(got, want)),
                 "config": dataclasses.asdict(cfg),
             }
+            if args.phases and len(launches) > 1:
+                case["phases"] = _phases(launches)
             report["cases"].append(case)
             print(
                 f"{rows:>5} x {cols} {name:>11} ({len(launches)} launches): graph "
@@ -93,10 +101,29 @@ def main():
                 f"= {graph_ms / torch_ms:.2f}x exact={case['exact']}",
                 flush=True,
             )
+            if "phases" in case:
+                steps = ", ".join(f"+{p['launch']} {p['graph_us']:.1f}" for p in case["phases"])
+                print(f"{'':>20} by phase (graph us of each prefix): {steps}", flush=True)
             save(report, args.json)
         del logits, out, want
         torch.cuda.empty_cache()
     save(report, args.json)
+
+
+def _phases(launches) -> list[dict]:
+    """The CUDA-graph time of each prefix of a design's launches (the first, the first two,
+    ...): what each launch adds, where the launches after it never run. Each prefix starts from
+    the workspace its first launch sets up, so replays of a prefix stay valid."""
+    phases = []
+    for end in range(1, len(launches) + 1):
+
+        def run(prefix=launches[:end]):
+            for launch in prefix:
+                launch.run()
+
+        name = launches[end - 1].kernel_name.removeprefix("_").removesuffix("_kernel")
+        phases.append({"launch": name, "graph_us": graph_bench(run) * 1e3})
+    return phases
 
 
 def _chosen(name: str, skip: str, only: str) -> bool:
