@@ -909,6 +909,38 @@ def _finish_row(
         _select_from(row_ptr, row_ptr, row_ptr, out_row_ptr, slots, n, n, k, CANDIDATES, _ROW)
 
 
+@triton.jit
+def _finish_from_keyed_list(
+    row_ptr,
+    row_cands_ptr,
+    row_cand_keys_ptr,
+    out_row_ptr,
+    n,
+    k,
+    bound,
+    num_cands,
+    CANDIDATES: tl.constexpr,
+):
+    """:func:`_finish_row` from a list with its keys beside its columns (the coop and listed
+    paths), its slots below the count read through L2 (other threads wrote them)."""
+    slots = tl.arange(0, CANDIDATES)
+    in_list = slots < num_cands
+    _finish_row(
+        row_ptr,
+        row_cands_ptr,
+        row_cand_keys_ptr,
+        out_row_ptr,
+        n,
+        k,
+        bound,
+        num_cands,
+        tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg"),
+        tl.load(row_cand_keys_ptr + slots, mask=in_list, other=0, cache_modifier=".cg"),
+        CANDIDATES,
+        True,
+    )
+
+
 @triton.jit(
     do_not_specialize=["stride_out_row", "num_cols", "k"],
     do_not_specialize_on_alignment=["lengths_ptr", "out_ptr"],
@@ -1174,9 +1206,7 @@ def _coop_topk_kernel(
                 # count (as the split path does) lost 0.1-0.5 us here
                 # (benchmarks/kernel_work/finish_reads/)
                 num_cands = tl.atomic_add(state + 2, 0, sem="acquire")
-                slots = tl.arange(0, CANDIDATES)
-                in_list = slots < num_cands
-                _finish_row(
+                _finish_from_keyed_list(
                     row_ptr,
                     row_cands_ptr,
                     row_cand_keys_ptr,
@@ -1185,10 +1215,7 @@ def _coop_topk_kernel(
                     k,
                     bound,
                     num_cands,
-                    tl.load(row_cands_ptr + slots, mask=in_list, other=0, cache_modifier=".cg"),
-                    tl.load(row_cand_keys_ptr + slots, mask=in_list, other=0, cache_modifier=".cg"),
                     CANDIDATES,
-                    True,
                 )
                 fields = tl.arange(0, _COOP_STATE)
                 tl.store(state + fields, tl.where(fields == 0, _KEY_MAX, 0))
@@ -1245,9 +1272,7 @@ def _listed_topk_kernel(
             )
             num_cands += tl.sum(per_row, axis=0)
         tl.debug_barrier()  # the program's list writes, visible to all its threads
-        slots = tl.arange(0, CANDIDATES)
-        in_list = slots < num_cands
-        _finish_row(
+        _finish_from_keyed_list(
             row_ptr,
             row_cands_ptr,
             row_cand_keys_ptr,
@@ -1256,10 +1281,7 @@ def _listed_topk_kernel(
             k,
             bound,
             num_cands,
-            tl.load(row_cands_ptr + slots, mask=in_list, other=0),
-            tl.load(row_cand_keys_ptr + slots, mask=in_list, other=0),
             CANDIDATES,
-            True,
         )
 
 
