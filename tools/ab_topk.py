@@ -93,13 +93,19 @@ def _parse(argv):
 
 
 def _shapes(parser, text: str) -> list[tuple[int, int, int]]:
+    shapes = parse_shapes(text)
+    if not shapes or any(k > cols for _, cols, k in shapes):
+        parser.error(f"--shapes: {text!r} is not ROWSxCOLSxK,... with 0 < K <= COLS")
+    return shapes
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """``ROWSxCOLSxK,...`` as (rows, cols, k) triples of positive integers; [] if it is not."""
     try:
         shapes = [tuple(int(x) for x in s.split("x")) for s in text.split(",")]
     except ValueError:
-        shapes = []
-    if not shapes or any(len(s) != 3 or min(s) <= 0 or s[2] > s[1] for s in shapes):
-        parser.error(f"--shapes: {text!r} is not ROWSxCOLSxK,... with 0 < K <= COLS")
-    return shapes
+        return []
+    return shapes if all(len(s) == 3 and min(s) > 0 for s in shapes) else []
 
 
 def load_base_kernels(base: str, folder: str):

@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, ".")
 sys.path.insert(0, "tools")
-from ab_topk import LOGITS, make_logits  # noqa: E402
+from ab_topk import LOGITS, make_logits, parse_shapes  # noqa: E402
 from bench_kernels import graph_bench, save  # noqa: E402
 
 from kernels import ragged_topk  # noqa: E402
@@ -116,11 +116,8 @@ def main():
     )
     parser.add_argument("--logits", default="normal", choices=LOGITS, help="their kind")
     args = parser.parse_args()
-    try:
-        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    except ValueError:
-        shapes = []
-    if not shapes or any(len(s) != 3 or min(s) <= 0 for s in shapes):
+    shapes = parse_shapes(args.shapes)
+    if not shapes:
         parser.error(
             f"--shapes {args.shapes!r}: give ROWSxCOLSxK, comma-separated, e.g. 64x32768x512"
         )
